@@ -1,0 +1,304 @@
+/**
+ * @file gdte.h
+ * @brief gdte: a GPU datatype engine for non-contiguous MPI messages.
+ *
+ * The one public header. Conventions:
+ *  - every call returns a ::gdte_status_t (GDTE_OK == 0, errors negative);
+ *  - output parameters come last and end in `_p`; they are written only on success;
+ *  - handles are opaque and reference counted;
+ *  - option structs start with `uint64_t field_mask`: a field is read only when its bit is
+ *    set, so fields can be added without breaking callers.
+ */
+#ifndef GDTE_H
+#define GDTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define GDTE_API
+#else
+#define GDTE_API __attribute__((visibility("default")))
+#endif
+
+#define GDTE_VERSION_MAJOR 0
+#define GDTE_VERSION_MINOR 1
+#define GDTE_VERSION_PATCH 0
+
+/** Version of the library actually loaded (major*10000 + minor*100 + patch). */
+GDTE_API unsigned gdte_version(void);
+/** Version string, e.g. "0.1.0 (gpu=cuda ucx=yes mpi=yes)". */
+GDTE_API const char *gdte_version_string(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Status codes
+ * One list, from which the enum, gdte_status_string() and gdte_status_name() are made. */
+/**@{*/
+#define GDTE_STATUS_LIST(X)                                                                    \
+    X(GDTE_OK, 0, "success")                                                                   \
+    X(GDTE_INPROGRESS, 1, "operation in progress")                                             \
+    X(GDTE_ERR_INVALID_ARG, -1, "invalid argument")                                            \
+    X(GDTE_ERR_INVALID_TYPE, -2, "invalid, NULL or freed datatype handle")                     \
+    X(GDTE_ERR_NOT_COMMITTED, -3, "datatype not committed")                                    \
+    X(GDTE_ERR_COUNT, -4, "negative count or blocklength")                                     \
+    X(GDTE_ERR_OVERFLOW, -5, "size or extent overflows 63 bits")                               \
+    X(GDTE_ERR_NULL_BUFFER, -6, "NULL buffer with a nonzero amount of data")                   \
+    X(GDTE_ERR_OFFSET, -7, "offset past the end of the packed stream")                         \
+    X(GDTE_ERR_TRUNCATE, -8, "message longer than the receive buffer")                         \
+    X(GDTE_ERR_MISMATCH, -9, "type signatures of sender and receiver differ")                  \
+    X(GDTE_ERR_NO_MEMORY, -10, "out of host memory")                                           \
+    X(GDTE_ERR_NO_DEVICE_MEMORY, -11, "out of device or staging memory")                       \
+    X(GDTE_ERR_NO_DEVICE, -12, "no GPU backend or device available")                           \
+    X(GDTE_ERR_GPU, -13, "GPU runtime error")                                                  \
+    X(GDTE_ERR_MEMORY_KIND, -14, "unsupported memory kind for this operation")                 \
+    X(GDTE_ERR_TRANSPORT, -15, "transport (UCX) error")                                        \
+    X(GDTE_ERR_PEER_FAILED, -16, "peer process failed or disconnected")                        \
+    X(GDTE_ERR_TIMEOUT, -17, "operation timed out")                                            \
+    X(GDTE_ERR_NOT_INITIALIZED, -18, "library not initialized")                                \
+    X(GDTE_ERR_BAD_KNOB, -19, "invalid value in a GDTE_* environment variable")                \
+    X(GDTE_ERR_UNSUPPORTED, -20, "operation or datatype feature not supported")                \
+    X(GDTE_ERR_CANCELED, -21, "operation canceled")                                            \
+    X(GDTE_ERR_INTERNAL, -22, "internal error")
+
+typedef enum {
+#define GDTE_X_ENUM(name, value, text) name = value,
+    GDTE_STATUS_LIST(GDTE_X_ENUM)
+#undef GDTE_X_ENUM
+} gdte_status_t;
+
+/** Human-readable text of a status. Never NULL. */
+GDTE_API const char *gdte_status_string(gdte_status_t status);
+/** Symbolic name of a status ("GDTE_ERR_TRUNCATE"). Never NULL. */
+GDTE_API const char *gdte_status_name(gdte_status_t status);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Library lifetime */
+/**@{*/
+enum {
+    GDTE_INIT_FIELD_DEVICE = 1u << 0,   /**< gdte_init_params_t::device is set */
+    GDTE_INIT_FIELD_FLAGS = 1u << 1,    /**< gdte_init_params_t::flags is set */
+};
+enum {
+    GDTE_INIT_FLAG_HOST_ONLY = 1u << 0, /**< never touch a GPU runtime */
+};
+typedef struct gdte_init_params {
+    uint64_t field_mask;
+    int device;     /**< GPU ordinal to use; default: the runtime's current device */
+    uint64_t flags; /**< GDTE_INIT_FLAG_* */
+} gdte_init_params_t;
+
+/** Initialise the library (reference counted: each init needs one finalize). Reads and
+ * validates every GDTE_* knob: a bad value fails with GDTE_ERR_BAD_KNOB. @p params may be NULL. */
+GDTE_API gdte_status_t gdte_init(const gdte_init_params_t *params);
+/** Release what gdte_init acquired once the last user finalizes. */
+GDTE_API gdte_status_t gdte_finalize(void);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Datatypes
+ * Constructors follow MPI's, with 64-bit counts and byte displacements. A negative count or
+ * blocklength is GDTE_ERR_COUNT; sizes and extents that overflow 63 bits are GDTE_ERR_OVERFLOW.
+ * A new type holds a reference on each type it is made of, so the caller may free those at
+ * once. Types must be committed before they are used to pack. */
+/**@{*/
+typedef struct gdte_type *gdte_type_h;
+
+/** Builtin element kinds: each is one indivisible element of a type signature. */
+typedef enum {
+    GDTE_BASIC_BYTE = 0,
+    GDTE_BASIC_CHAR,
+    GDTE_BASIC_INT8,
+    GDTE_BASIC_UINT8,
+    GDTE_BASIC_INT16,
+    GDTE_BASIC_UINT16,
+    GDTE_BASIC_INT32,
+    GDTE_BASIC_UINT32,
+    GDTE_BASIC_INT64,
+    GDTE_BASIC_UINT64,
+    GDTE_BASIC_FLOAT,
+    GDTE_BASIC_DOUBLE,
+    GDTE_BASIC_LONG_DOUBLE,
+    GDTE_BASIC_COMPLEX_FLOAT,
+    GDTE_BASIC_COMPLEX_DOUBLE,
+    GDTE_BASIC_COUNT_
+} gdte_basic_t;
+
+/** The predefined type of a builtin element kind; a permanent handle (freeing it is a no-op). */
+GDTE_API gdte_type_h gdte_type_predefined(gdte_basic_t basic);
+/** A builtin element of @p size bytes (1..2^20) with signature tag @p tag: elements of equal
+ * tags match in a signature check. Use this for elements of an MPI outside the list above. */
+GDTE_API gdte_status_t gdte_type_create_basic(int64_t size, uint32_t tag, gdte_type_h *type_p);
+
+GDTE_API gdte_status_t gdte_type_create_contiguous(int64_t count, gdte_type_h old,
+                                                   gdte_type_h *type_p);
+/** @p stride in elements of @p old's extent. */
+GDTE_API gdte_status_t gdte_type_create_vector(int64_t count, int64_t blocklength,
+                                               int64_t stride, gdte_type_h old,
+                                               gdte_type_h *type_p);
+/** @p stride in bytes. */
+GDTE_API gdte_status_t gdte_type_create_hvector(int64_t count, int64_t blocklength,
+                                                int64_t stride, gdte_type_h old,
+                                                gdte_type_h *type_p);
+/** Displacements in multiples of @p old's extent. */
+GDTE_API gdte_status_t gdte_type_create_indexed(int64_t count, const int64_t *blocklengths,
+                                                const int64_t *displacements, gdte_type_h old,
+                                                gdte_type_h *type_p);
+/** Displacements in bytes. */
+GDTE_API gdte_status_t gdte_type_create_hindexed(int64_t count, const int64_t *blocklengths,
+                                                 const int64_t *displacements, gdte_type_h old,
+                                                 gdte_type_h *type_p);
+GDTE_API gdte_status_t gdte_type_create_indexed_block(int64_t count, int64_t blocklength,
+                                                      const int64_t *displacements,
+                                                      gdte_type_h old, gdte_type_h *type_p);
+GDTE_API gdte_status_t gdte_type_create_hindexed_block(int64_t count, int64_t blocklength,
+                                                       const int64_t *displacements,
+                                                       gdte_type_h old, gdte_type_h *type_p);
+/** Displacements in bytes. */
+GDTE_API gdte_status_t gdte_type_create_struct(int64_t count, const int64_t *blocklengths,
+                                               const int64_t *displacements,
+                                               const gdte_type_h *types, gdte_type_h *type_p);
+
+typedef enum { GDTE_ORDER_C = 0, GDTE_ORDER_FORTRAN = 1 } gdte_order_t;
+GDTE_API gdte_status_t gdte_type_create_subarray(int ndims, const int64_t *sizes,
+                                                 const int64_t *subsizes, const int64_t *starts,
+                                                 gdte_order_t order, gdte_type_h old,
+                                                 gdte_type_h *type_p);
+
+typedef enum {
+    GDTE_DISTRIBUTE_BLOCK = 0,
+    GDTE_DISTRIBUTE_CYCLIC = 1,
+    GDTE_DISTRIBUTE_NONE = 2
+} gdte_distribute_t;
+/** MPI's default distribution argument. */
+#define GDTE_DISTRIBUTE_DFLT_DARG (-1)
+GDTE_API gdte_status_t gdte_type_create_darray(int size, int rank, int ndims,
+                                               const int64_t *gsizes,
+                                               const gdte_distribute_t *distribs,
+                                               const int64_t *dargs, const int64_t *psizes,
+                                               gdte_order_t order, gdte_type_h old,
+                                               gdte_type_h *type_p);
+GDTE_API gdte_status_t gdte_type_create_resized(gdte_type_h old, int64_t lb, int64_t extent,
+                                                gdte_type_h *type_p);
+GDTE_API gdte_status_t gdte_type_dup(gdte_type_h old, gdte_type_h *type_p);
+
+/** Build the canonical form and the pack plan (host side; device copies are made on first
+ * use on each device, or ahead with gdte_type_prepare_device()). Idempotent. */
+GDTE_API gdte_status_t gdte_type_commit(gdte_type_h type);
+/** Upload the committed type's plan to the current GPU now, so the first pack does not pay for
+ * it. GDTE_ERR_NO_DEVICE without a GPU backend. */
+GDTE_API gdte_status_t gdte_type_prepare_device(gdte_type_h type);
+/** Release the caller's reference and set *type_p to NULL. The type lives on while a parent
+ * type or an operation in flight holds it. Freeing a predefined type only clears *type_p. */
+GDTE_API gdte_status_t gdte_type_free(gdte_type_h *type_p);
+
+/** How a committed type will be packed. */
+typedef enum {
+    GDTE_LAYOUT_EMPTY = 0,   /**< no data */
+    GDTE_LAYOUT_CONTIG = 1,  /**< one contiguous block */
+    GDTE_LAYOUT_STRIDED = 2, /**< equal blocks on a regular grid of up to 8 dimensions */
+    GDTE_LAYOUT_UNITS = 3    /**< irregular: an array of work units (DEV) */
+} gdte_layout_kind_t;
+
+typedef struct gdte_type_info {
+    int64_t size;         /**< bytes of data in one element */
+    int64_t extent;       /**< ub - lb */
+    int64_t lb;
+    int64_t true_lb;      /**< lowest byte touched, relative to the buffer */
+    int64_t true_extent;  /**< highest byte touched + 1 - true_lb */
+    int is_contiguous;    /**< data is one dense block and extent == size */
+    int64_t num_blocks;   /**< contiguous blocks in one element (after merging) */
+    int depth;            /**< nesting depth of the constructor tree (predefined: 0) */
+    int committed;
+    /* Available once committed: */
+    gdte_layout_kind_t layout;
+    int ndims;            /**< STRIDED: dimensions; UNITS: dimensions repeating the units */
+    int64_t block_bytes;  /**< STRIDED/CONTIG: bytes per block */
+    int64_t num_units;    /**< UNITS: work units per repetition */
+    int64_t plan_bytes;   /**< host memory the plan uses */
+} gdte_type_info_t;
+
+GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h type, gdte_type_info_t *info_p);
+/** Bytes that packing @p count elements produces. */
+GDTE_API gdte_status_t gdte_type_pack_size(int64_t count, gdte_type_h type, int64_t *size_p);
+/** Signature of @p count elements: number of builtin elements and a hash of their sequence.
+ * Two types may exchange data when their signatures are equal. */
+GDTE_API gdte_status_t gdte_type_signature(int64_t count, gdte_type_h type, uint64_t *hash_p,
+                                           int64_t *nelems_p);
+/** A short text of the canonical form, for logs and gdte_info (NUL-terminated, truncated to
+ * @p len). */
+GDTE_API gdte_status_t gdte_type_describe(gdte_type_h type, char *buf, size_t len);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Pack and unpack
+ * Both work on a byte range of the packed stream of `count` elements of `type`: the stream a
+ * full MPI_Pack would produce. Ranges may be packed and unpacked independently, in any order.
+ * Buffers may be host or device memory (detected; the GPU backend runs when any side is on a
+ * device). */
+/**@{*/
+typedef void *gdte_stream_t; /**< a cudaStream_t / hipStream_t; NULL: the default stream */
+
+enum {
+    GDTE_PACK_FIELD_OFFSET = 1u << 0,    /**< offset is set (default 0) */
+    GDTE_PACK_FIELD_MAX_BYTES = 1u << 1, /**< max_bytes is set (default: all) */
+    GDTE_PACK_FIELD_STREAM = 1u << 2,    /**< stream is set (default: the default stream) */
+    GDTE_PACK_FIELD_FLAGS = 1u << 3,     /**< flags is set */
+};
+enum {
+    /** Return when the work is queued on the stream, not when it is done (GPU only). */
+    GDTE_PACK_FLAG_ASYNC = 1u << 0,
+    /** Run on the host even if a GPU is present (buffers must be host-accessible). */
+    GDTE_PACK_FLAG_HOST = 1u << 1,
+};
+typedef struct gdte_pack_params {
+    uint64_t field_mask;
+    int64_t offset;       /**< first byte of the packed stream to produce or consume */
+    int64_t max_bytes;    /**< at most this many bytes */
+    gdte_stream_t stream;
+    uint64_t flags;       /**< GDTE_PACK_FLAG_* */
+} gdte_pack_params_t;
+
+/**
+ * Pack bytes [offset, offset + n) of the packed stream of @p count elements of @p type at
+ * @p inbuf into @p outbuf, where n = min(max_bytes, outsize, packed size - offset).
+ * An offset equal to the packed size gives n = 0; larger is GDTE_ERR_OFFSET.
+ * On error nothing is written.
+ */
+GDTE_API gdte_status_t gdte_pack(const void *inbuf, int64_t count, gdte_type_h type,
+                                 void *outbuf, int64_t outsize, const gdte_pack_params_t *params,
+                                 int64_t *packed_p);
+/** The inverse of gdte_pack: scatter @p insize bytes of packed stream, which start at
+ * params->offset, into @p outbuf. */
+GDTE_API gdte_status_t gdte_unpack(const void *inbuf, int64_t insize, void *outbuf,
+                                   int64_t count, gdte_type_h type,
+                                   const gdte_pack_params_t *params, int64_t *unpacked_p);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Memory */
+/**@{*/
+typedef enum {
+    GDTE_MEM_HOST = 0,    /**< pageable host memory */
+    GDTE_MEM_PINNED = 1,  /**< page-locked host memory registered with the GPU runtime */
+    GDTE_MEM_DEVICE = 2,  /**< device memory */
+    GDTE_MEM_MANAGED = 3, /**< managed (unified) memory */
+} gdte_mem_kind_t;
+
+typedef struct gdte_mem_info {
+    gdte_mem_kind_t kind;
+    int device; /**< owning device for DEVICE/MANAGED, else -1 */
+} gdte_mem_info_t;
+
+/** Where @p ptr lives (cached lookups). Host memory without a GPU backend. */
+GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GDTE_H */

@@ -1,0 +1,38 @@
+/*
+ * engine.h: datatypes (constructor tree), canonical form and plans. Pure description: no
+ * GPU, MPI or UCX calls. May call: src/util.
+ */
+#ifndef GDTE_ENGINE_H
+#define GDTE_ENGINE_H
+
+#include "gdte.h"
+#include "../kernels/layout.h"
+#include "../util/util.h"
+
+/* Make the execution layout of `count` elements of a committed type: the plan with the count
+ * folded in. Never allocates (units point into the type's cached host plan). The caller must
+ * hold a reference on the type while the layout is in use. */
+gdte_status_t gdte_engine_layout(gdte_type_h type, int64_t count, gdte_layout_t *L_p);
+
+/* Validate a handle given by a user: live, not freed by the user. */
+gdte_status_t gdte_type_check(gdte_type_h type);
+
+/* References held by operations in flight. */
+void gdte_type_retain(gdte_type_h type);
+void gdte_type_release(gdte_type_h type);
+
+/* A private slot per type for a backend (the device plan cache); `free_fn` runs when the type
+ * is destroyed. Returns the old slot. */
+void *gdte_type_backend_slot(gdte_type_h type);
+void gdte_type_set_backend_slot(gdte_type_h type, void *slot, void (*free_fn)(void *));
+
+/* Host plan: the units of one repetition (UNITS kind), for upload. */
+gdte_status_t gdte_engine_units(gdte_type_h type, const gdte_unit_t **units_p, int64_t *nunits_p);
+
+/* Unique id of a type object (never reused within a process), for caches keyed by type. */
+uint64_t gdte_type_uid(gdte_type_h type);
+
+/* Engine-wide counters for tests/benchmarks. */
+int64_t gdte_engine_live_types(void);
+
+#endif

@@ -1,0 +1,713 @@
+/* Datatype objects: constructors, bounds, signatures, reference counting, the handle
+ * registry and commit. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "type_internal.h"
+
+/* Every live handle is in this table, so a NULL, stale or foreign handle is an error, not a
+ * crash. uthash (Debian's uthash-dev) keyed by the object address. */
+static struct gdte_type *registry;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t next_uid = 1;
+static _Atomic int64_t live_types;
+
+int64_t gdte_engine_live_types(void) { return live_types; }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Signatures: a polynomial hash over the sequence of basic elements, mod 2^64, which composes
+ * under concatenation and repetition in O(log count), so a signature of any count is cheap. */
+#define SIG_BASE 0x9e3779b97f4a7c15ull
+
+static uint64_t sig_pow(uint64_t b, int64_t e)
+{
+    uint64_t r = 1;
+    while (e > 0) {
+        if (e & 1) r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return r;
+}
+
+/* concat(a, b) where b has nb elements */
+static uint64_t sig_concat(uint64_t ha, uint64_t hb, int64_t nb) { return ha * sig_pow(SIG_BASE, nb) + hb; }
+
+/* hash of k repetitions of (h, n): h * (1 + B^n + ... + B^{(k-1)n}) */
+static uint64_t sig_repeat(uint64_t h, int64_t n, int64_t k)
+{
+    /* geometric sum by doubling: S(k) = 1 + x + ... + x^{k-1}, x = B^n */
+    uint64_t x = sig_pow(SIG_BASE, n);
+    uint64_t sum = 0, xp = 1;   /* result sum, and x^(len of result) */
+    uint64_t bsum = 1, bx = x;  /* block of length 2^i: S(2^i), x^(2^i) */
+    while (k > 0) {
+        if (k & 1) {
+            sum = sum * bx + bsum; /* append block: careful order keeps S the same either way */
+            xp *= bx;
+        }
+        bsum = bsum * bx + bsum;
+        bx *= bx;
+        k >>= 1;
+    }
+    (void)xp;
+    return h * sum;
+}
+
+static uint64_t sig_basic(uint32_t tag)
+{
+    uint64_t z = (uint64_t)tag + 0x632be59bd9b4e019ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (z ^ (z >> 31)) | 1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+static struct gdte_type predefined[GDTE_BASIC_COUNT_];
+static const int64_t predefined_size[GDTE_BASIC_COUNT_] = {1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 16, 8, 16};
+static pthread_once_t predefined_once = PTHREAD_ONCE_INIT;
+
+static void init_basic(struct gdte_type *t, int64_t size, uint32_t tag)
+{
+    t->magic = GDTE_TYPE_MAGIC;
+    t->kind = GDTE_NODE_BASIC;
+    t->size = size;
+    t->lb = 0;
+    t->ub = size;
+    t->true_lb = 0;
+    t->true_ub = size;
+    t->basic_tag = tag;
+    t->sig_hash = sig_basic(tag);
+    t->sig_n = 1;
+    t->depth = 0;
+}
+
+static gdte_status_t commit_locked(struct gdte_type *t);
+
+static void predefined_init(void)
+{
+    for (int i = 0; i < GDTE_BASIC_COUNT_; i++) {
+        struct gdte_type *t = &predefined[i];
+        init_basic(t, predefined_size[i], (uint32_t)i);
+        t->predefined = 1;
+        t->refcount = 1;
+        t->uid = next_uid++;
+        commit_locked(t);
+    }
+}
+
+GDTE_API gdte_type_h gdte_type_predefined(gdte_basic_t basic)
+{
+    if ((int)basic < 0 || basic >= GDTE_BASIC_COUNT_) return NULL;
+    pthread_once(&predefined_once, predefined_init);
+    return &predefined[basic];
+}
+
+static int is_predefined(const struct gdte_type *t)
+{
+    return t >= &predefined[0] && t < &predefined[GDTE_BASIC_COUNT_];
+}
+
+gdte_status_t gdte_type_check(gdte_type_h t)
+{
+    if (!t) return GDTE_ERR_INVALID_TYPE;
+    if (is_predefined(t)) return GDTE_OK;
+    struct gdte_type *found;
+    pthread_mutex_lock(&registry_lock);
+    HASH_FIND_PTR(registry, &t, found);
+    int ok = found && !found->user_freed;
+    pthread_mutex_unlock(&registry_lock);
+    return ok ? GDTE_OK : GDTE_ERR_INVALID_TYPE;
+}
+
+void gdte_type_retain(gdte_type_h t)
+{
+    if (!is_predefined(t)) atomic_fetch_add(&t->refcount, 1);
+}
+
+static void type_destroy(struct gdte_type *t);
+
+void gdte_type_release(gdte_type_h t)
+{
+    if (!t || is_predefined(t)) return;
+    if (atomic_fetch_sub(&t->refcount, 1) == 1) type_destroy(t);
+}
+
+static void type_destroy(struct gdte_type *t)
+{
+    pthread_mutex_lock(&registry_lock);
+    HASH_DELETE(hh, registry, t);
+    pthread_mutex_unlock(&registry_lock);
+    if (t->backend_free && t->backend_slot) t->backend_free(t->backend_slot);
+    if (t->plan) gdte_plan_free(t->plan);
+    if (t->child) gdte_type_release(t->child);
+    if (t->children) {
+        for (int64_t i = 0; i < t->count; i++) gdte_type_release(t->children[i]);
+        free(t->children);
+    }
+    free(t->blocklens);
+    free(t->displs);
+    t->magic = 0;
+    free(t);
+    live_types--;
+}
+
+static struct gdte_type *type_new(gdte_node_kind_t kind)
+{
+    struct gdte_type *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->magic = GDTE_TYPE_MAGIC;
+    t->kind = kind;
+    t->refcount = 1;
+    t->uid = next_uid++;
+    return t;
+}
+
+static void type_publish(struct gdte_type *t)
+{
+    pthread_mutex_lock(&registry_lock);
+    t->self = t;
+    HASH_ADD_PTR(registry, self, t);
+    pthread_mutex_unlock(&registry_lock);
+    live_types++;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Bounds of `bl` consecutive children at byte displacement d. */
+typedef struct bounds {
+    int64_t lb, ub, tlb, tub;
+    int any;      /* some block counted (count > 0) */
+    int any_data; /* some data (size > 0) */
+} bounds_t;
+
+static gdte_status_t bounds_add_block(bounds_t *b, int64_t d, int64_t bl, const struct gdte_type *c)
+{
+    if (bl == 0) return GDTE_OK;
+    int64_t E = gdte_type_extent_(c), span, lo, hi;
+    if (gdte_mul_ovf(bl - 1, E, &span)) return GDTE_ERR_OVERFLOW;
+    int64_t smin = span < 0 ? span : 0, smax = span > 0 ? span : 0;
+    if (gdte_add_ovf(d, smin, &lo) || gdte_add_ovf(d, smax, &hi)) return GDTE_ERR_OVERFLOW;
+    int64_t l, u;
+    if (gdte_add_ovf(lo, c->lb, &l) || gdte_add_ovf(hi, c->ub, &u)) return GDTE_ERR_OVERFLOW;
+    if (!b->any || l < b->lb) b->lb = l;
+    if (!b->any || u > b->ub) b->ub = u;
+    b->any = 1;
+    if (c->size > 0) {
+        if (gdte_add_ovf(lo, c->true_lb, &l) || gdte_add_ovf(hi, c->true_ub, &u)) return GDTE_ERR_OVERFLOW;
+        if (!b->any_data || l < b->tlb) b->tlb = l;
+        if (!b->any_data || u > b->tub) b->tub = u;
+        b->any_data = 1;
+    }
+    return GDTE_OK;
+}
+
+static void bounds_store(struct gdte_type *t, const bounds_t *b)
+{
+    t->lb = b->any ? b->lb : 0;
+    t->ub = b->any ? b->ub : 0;
+    t->true_lb = b->any_data ? b->tlb : 0;
+    t->true_ub = b->any_data ? b->tub : 0;
+}
+
+static gdte_status_t check_old(gdte_type_h old)
+{
+    return gdte_type_check(old);
+}
+
+static gdte_status_t finish(struct gdte_type *t, gdte_status_t st, gdte_type_h *type_p)
+{
+    if (st != GDTE_OK) {
+        /* not yet published: undo by hand */
+        if (t->child) gdte_type_release(t->child);
+        if (t->children) {
+            for (int64_t i = 0; i < t->count; i++)
+                if (t->children[i]) gdte_type_release(t->children[i]);
+            free(t->children);
+        }
+        free(t->blocklens);
+        free(t->displs);
+        free(t);
+        return st;
+    }
+    int64_t ext;
+    if (gdte_add_ovf(t->ub, -t->lb, &ext) || gdte_add_ovf(t->true_ub, -t->true_lb, &ext)) {
+        t->children = t->children; /* fallthrough to cleanup */
+        return finish(t, GDTE_ERR_OVERFLOW, type_p);
+    }
+    type_publish(t);
+    *type_p = t;
+    return GDTE_OK;
+}
+
+GDTE_API gdte_status_t gdte_type_create_basic(int64_t size, uint32_t tag, gdte_type_h *type_p)
+{
+    if (!type_p) return GDTE_ERR_INVALID_ARG;
+    if (size < 1 || size > (1 << 20)) return GDTE_ERR_INVALID_ARG;
+    struct gdte_type *t = type_new(GDTE_NODE_BASIC);
+    if (!t) return GDTE_ERR_NO_MEMORY;
+    uint64_t uid = t->uid;
+    init_basic(t, size, tag + 0x10000u); /* keep custom tags apart from predefined ones */
+    t->uid = uid;
+    t->refcount = 1;
+    return finish(t, GDTE_OK, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_hvector(int64_t count, int64_t blocklength, int64_t stride,
+                                                gdte_type_h old, gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if (!type_p) return GDTE_ERR_INVALID_ARG;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    if (count < 0 || blocklength < 0) return GDTE_ERR_COUNT;
+    struct gdte_type *t = type_new(GDTE_NODE_HVECTOR);
+    if (!t) return GDTE_ERR_NO_MEMORY;
+    gdte_type_retain(old);
+    t->child = old;
+    t->count = count;
+    t->blocklen = blocklength;
+    t->stride = stride;
+    t->depth = old->depth + 1;
+    int64_t n, tmp;
+    if (gdte_mul_ovf(count, blocklength, &n) || gdte_mul_ovf(n, old->size, &t->size) ||
+        gdte_mul_ovf(n, old->sig_n, &t->sig_n))
+        return finish(t, GDTE_ERR_OVERFLOW, type_p);
+    t->sig_hash = n ? sig_repeat(old->sig_hash, old->sig_n, n) : 0;
+    bounds_t b = {0};
+    if (count > 0 && blocklength > 0) {
+        if (gdte_mul_ovf(count - 1, stride, &tmp)) return finish(t, GDTE_ERR_OVERFLOW, type_p);
+        if ((st = bounds_add_block(&b, 0, blocklength, old)) != GDTE_OK ||
+            (st = bounds_add_block(&b, tmp, blocklength, old)) != GDTE_OK)
+            return finish(t, st, type_p);
+    }
+    bounds_store(t, &b);
+    return finish(t, GDTE_OK, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_vector(int64_t count, int64_t blocklength, int64_t stride,
+                                               gdte_type_h old, gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    int64_t s;
+    if (gdte_mul_ovf(stride, gdte_type_extent_(old), &s)) return GDTE_ERR_OVERFLOW;
+    return gdte_type_create_hvector(count, blocklength, s, old, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_contiguous(int64_t count, gdte_type_h old, gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    return gdte_type_create_hvector(count, 1, gdte_type_extent_(old), old, type_p);
+}
+
+/* HINDEXED and STRUCT: one builder. `children` NULL means every block uses `old`. */
+static gdte_status_t create_blocks(gdte_node_kind_t kind, int64_t count, const int64_t *bls, int64_t bl_all,
+                                   const int64_t *displs, int64_t displ_unit, gdte_type_h old,
+                                   const gdte_type_h *children, gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if (!type_p) return GDTE_ERR_INVALID_ARG;
+    if (count < 0) return GDTE_ERR_COUNT;
+    if (count > 0 && (!displs || (!bls && bl_all < 0) || (kind == GDTE_NODE_STRUCT && !children)))
+        return GDTE_ERR_INVALID_ARG;
+    if (kind != GDTE_NODE_STRUCT && (st = check_old(old)) != GDTE_OK) return st;
+    if (bl_all < -1) return GDTE_ERR_COUNT;
+    for (int64_t i = 0; i < count; i++) {
+        if (bls && bls[i] < 0) return GDTE_ERR_COUNT;
+        if (kind == GDTE_NODE_STRUCT && (st = check_old(children[i])) != GDTE_OK) return st;
+    }
+    struct gdte_type *t = type_new(kind);
+    if (!t) return GDTE_ERR_NO_MEMORY;
+    t->count = count;
+    size_t n = count > 0 ? (size_t)count : 1;
+    t->blocklens = malloc(n * sizeof(int64_t));
+    t->displs = malloc(n * sizeof(int64_t));
+    if (kind == GDTE_NODE_STRUCT) t->children = calloc(n, sizeof(*t->children));
+    if (!t->blocklens || !t->displs || (kind == GDTE_NODE_STRUCT && !t->children))
+        return finish(t, GDTE_ERR_NO_MEMORY, type_p);
+    if (kind == GDTE_NODE_STRUCT) {
+        t->depth = 0;
+        for (int64_t i = 0; i < count; i++) {
+            gdte_type_retain(children[i]);
+            t->children[i] = children[i];
+            if (children[i]->depth + 1 > t->depth) t->depth = children[i]->depth + 1;
+        }
+    } else {
+        gdte_type_retain(old);
+        t->child = old;
+        t->depth = old->depth + 1;
+    }
+    bounds_t b = {0};
+    t->size = 0;
+    t->sig_n = 0;
+    t->sig_hash = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const struct gdte_type *c = kind == GDTE_NODE_STRUCT ? t->children[i] : old;
+        int64_t bl = bls ? bls[i] : bl_all, d, sz, sn;
+        if (gdte_mul_ovf(displs[i], displ_unit, &d)) return finish(t, GDTE_ERR_OVERFLOW, type_p);
+        t->blocklens[i] = bl;
+        t->displs[i] = d;
+        if (gdte_mul_ovf(bl, c->size, &sz) || gdte_add_ovf(t->size, sz, &t->size) ||
+            gdte_mul_ovf(bl, c->sig_n, &sn))
+            return finish(t, GDTE_ERR_OVERFLOW, type_p);
+        if (sn) t->sig_hash = sig_concat(t->sig_hash, sig_repeat(c->sig_hash, c->sig_n, bl), sn);
+        if (gdte_add_ovf(t->sig_n, sn, &t->sig_n)) return finish(t, GDTE_ERR_OVERFLOW, type_p);
+        if ((st = bounds_add_block(&b, d, bl, c)) != GDTE_OK) return finish(t, st, type_p);
+    }
+    bounds_store(t, &b);
+    return finish(t, GDTE_OK, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_hindexed(int64_t count, const int64_t *blocklengths,
+                                                 const int64_t *displacements, gdte_type_h old,
+                                                 gdte_type_h *type_p)
+{
+    if (count > 0 && !blocklengths) return GDTE_ERR_INVALID_ARG;
+    return create_blocks(GDTE_NODE_HINDEXED, count, blocklengths, -1, displacements, 1, old, NULL, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_indexed(int64_t count, const int64_t *blocklengths,
+                                                const int64_t *displacements, gdte_type_h old,
+                                                gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    if (count > 0 && !blocklengths) return GDTE_ERR_INVALID_ARG;
+    return create_blocks(GDTE_NODE_HINDEXED, count, blocklengths, -1, displacements,
+                         gdte_type_extent_(old), old, NULL, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_hindexed_block(int64_t count, int64_t blocklength,
+                                                       const int64_t *displacements, gdte_type_h old,
+                                                       gdte_type_h *type_p)
+{
+    if (blocklength < 0) return GDTE_ERR_COUNT;
+    return create_blocks(GDTE_NODE_HINDEXED, count, NULL, blocklength, displacements, 1, old, NULL, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_indexed_block(int64_t count, int64_t blocklength,
+                                                      const int64_t *displacements, gdte_type_h old,
+                                                      gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    if (blocklength < 0) return GDTE_ERR_COUNT;
+    return create_blocks(GDTE_NODE_HINDEXED, count, NULL, blocklength, displacements,
+                         gdte_type_extent_(old), old, NULL, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_struct(int64_t count, const int64_t *blocklengths,
+                                               const int64_t *displacements, const gdte_type_h *types,
+                                               gdte_type_h *type_p)
+{
+    if (count > 0 && !blocklengths) return GDTE_ERR_INVALID_ARG;
+    return create_blocks(GDTE_NODE_STRUCT, count, blocklengths, -1, displacements, 1, NULL, types, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_resized(gdte_type_h old, int64_t lb, int64_t extent, gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if (!type_p) return GDTE_ERR_INVALID_ARG;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    struct gdte_type *t = type_new(GDTE_NODE_RESIZED);
+    if (!t) return GDTE_ERR_NO_MEMORY;
+    gdte_type_retain(old);
+    t->child = old;
+    t->depth = old->depth + 1;
+    t->size = old->size;
+    t->sig_hash = old->sig_hash;
+    t->sig_n = old->sig_n;
+    t->true_lb = old->true_lb;
+    t->true_ub = old->true_ub;
+    t->lb = lb;
+    if (gdte_add_ovf(lb, extent, &t->ub)) return finish(t, GDTE_ERR_OVERFLOW, type_p);
+    return finish(t, GDTE_OK, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_dup(gdte_type_h old, gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if (!type_p) return GDTE_ERR_INVALID_ARG;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    struct gdte_type *t = type_new(GDTE_NODE_DUP);
+    if (!t) return GDTE_ERR_NO_MEMORY;
+    gdte_type_retain(old);
+    t->child = old;
+    t->depth = old->depth; /* a dup adds no level of description */
+    t->size = old->size;
+    t->lb = old->lb;
+    t->ub = old->ub;
+    t->true_lb = old->true_lb;
+    t->true_ub = old->true_ub;
+    t->sig_hash = old->sig_hash;
+    t->sig_n = old->sig_n;
+    st = finish(t, GDTE_OK, type_p);
+    if (st == GDTE_OK && old->committed) gdte_type_commit(*type_p); /* MPI: a dup of a committed type is committed */
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Subarray and darray are built from the nodes above, following MPI's definitions; the
+ * canonical form then flattens them into strided dimensions. */
+
+/* Wrap `t` (consumed) so its data starts at byte `disp` and its bounds are [0, extent). */
+static gdte_status_t place_and_resize(gdte_type_h t, int64_t disp, int64_t extent, gdte_type_h *type_p)
+{
+    gdte_type_h placed, out;
+    int64_t one = 1;
+    gdte_status_t st = gdte_type_create_hindexed(1, &one, &disp, t, &placed);
+    gdte_type_free(&t);
+    if (st != GDTE_OK) return st;
+    st = gdte_type_create_resized(placed, 0, extent, &out);
+    gdte_type_free(&placed);
+    if (st == GDTE_OK) *type_p = out;
+    return st;
+}
+
+GDTE_API gdte_status_t gdte_type_create_subarray(int ndims, const int64_t *sizes, const int64_t *subsizes,
+                                                 const int64_t *starts, gdte_order_t order, gdte_type_h old,
+                                                 gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if (!type_p || ndims < 1 || ndims > 64 || !sizes || !subsizes || !starts) return GDTE_ERR_INVALID_ARG;
+    if (order != GDTE_ORDER_C && order != GDTE_ORDER_FORTRAN) return GDTE_ERR_INVALID_ARG;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    for (int d = 0; d < ndims; d++) {
+        if (sizes[d] < 1 || subsizes[d] < 0 || starts[d] < 0) return GDTE_ERR_COUNT;
+        if (subsizes[d] > sizes[d] || starts[d] > sizes[d] - subsizes[d]) return GDTE_ERR_INVALID_ARG;
+    }
+    int64_t stride = gdte_type_extent_(old), disp = 0, tmp;
+    gdte_type_h cur = old, next;
+    gdte_type_retain(old);
+    for (int k = 0; k < ndims; k++) {
+        int d = order == GDTE_ORDER_C ? ndims - 1 - k : k; /* fastest dimension first */
+        st = gdte_type_create_hvector(subsizes[d], 1, stride, cur, &next);
+        gdte_type_release(cur);
+        if (st != GDTE_OK) return st;
+        cur = next;
+        if (gdte_mul_ovf(starts[d], stride, &tmp) || gdte_add_ovf(disp, tmp, &disp) ||
+            gdte_mul_ovf(stride, sizes[d], &stride)) {
+            gdte_type_release(cur);
+            return GDTE_ERR_OVERFLOW;
+        }
+    }
+    return place_and_resize(cur, disp, stride, type_p);
+}
+
+GDTE_API gdte_status_t gdte_type_create_darray(int size, int rank, int ndims, const int64_t *gsizes,
+                                               const gdte_distribute_t *distribs, const int64_t *dargs,
+                                               const int64_t *psizes, gdte_order_t order, gdte_type_h old,
+                                               gdte_type_h *type_p)
+{
+    gdte_status_t st;
+    if (!type_p || ndims < 1 || ndims > 64 || !gsizes || !distribs || !dargs || !psizes) return GDTE_ERR_INVALID_ARG;
+    if (size < 1 || rank < 0 || rank >= size) return GDTE_ERR_INVALID_ARG;
+    if (order != GDTE_ORDER_C && order != GDTE_ORDER_FORTRAN) return GDTE_ERR_INVALID_ARG;
+    if ((st = check_old(old)) != GDTE_OK) return st;
+    int64_t nprocs = 1;
+    for (int d = 0; d < ndims; d++) {
+        if (gsizes[d] < 1 || psizes[d] < 1) return GDTE_ERR_INVALID_ARG;
+        if (distribs[d] == GDTE_DISTRIBUTE_NONE && psizes[d] != 1) return GDTE_ERR_INVALID_ARG;
+        if (distribs[d] != GDTE_DISTRIBUTE_NONE && distribs[d] != GDTE_DISTRIBUTE_BLOCK &&
+            distribs[d] != GDTE_DISTRIBUTE_CYCLIC)
+            return GDTE_ERR_INVALID_ARG;
+        if (dargs[d] != GDTE_DISTRIBUTE_DFLT_DARG && dargs[d] < 1) return GDTE_ERR_INVALID_ARG;
+        if (distribs[d] == GDTE_DISTRIBUTE_BLOCK && dargs[d] != GDTE_DISTRIBUTE_DFLT_DARG &&
+            dargs[d] * psizes[d] < gsizes[d])
+            return GDTE_ERR_INVALID_ARG;
+        if (gdte_mul_ovf(nprocs, psizes[d], &nprocs)) return GDTE_ERR_OVERFLOW;
+    }
+    if (nprocs != size) return GDTE_ERR_INVALID_ARG;
+    /* Process coordinates: row-major over psizes, whatever the array order (MPI). */
+    int64_t coord[64], r = rank;
+    for (int d = ndims - 1; d >= 0; d--) {
+        coord[d] = r % psizes[d];
+        r /= psizes[d];
+    }
+    int64_t stride = gdte_type_extent_(old);
+    gdte_type_h cur = old, next, sized;
+    gdte_type_retain(old);
+    for (int k = 0; k < ndims; k++) {
+        int d = order == GDTE_ORDER_C ? ndims - 1 - k : k;
+        int64_t g = gsizes[d], p = psizes[d], c = coord[d], b, step, nblk = 0;
+        if (distribs[d] == GDTE_DISTRIBUTE_NONE) {
+            b = g;
+            step = g;
+        } else if (distribs[d] == GDTE_DISTRIBUTE_BLOCK) {
+            b = dargs[d] == GDTE_DISTRIBUTE_DFLT_DARG ? (g + p - 1) / p : dargs[d];
+            step = g + 1; /* one block only */
+        } else {
+            b = dargs[d] == GDTE_DISTRIBUTE_DFLT_DARG ? 1 : dargs[d];
+            if (gdte_mul_ovf(b, p, &step)) { gdte_type_release(cur); return GDTE_ERR_OVERFLOW; }
+        }
+        int64_t first = distribs[d] == GDTE_DISTRIBUTE_NONE ? 0 : c * b;
+        for (int64_t s = first; s < g; s += step) nblk++;
+        int64_t *lens = malloc((size_t)(nblk ? nblk : 1) * sizeof(int64_t));
+        int64_t *disps = malloc((size_t)(nblk ? nblk : 1) * sizeof(int64_t));
+        if (!lens || !disps) { free(lens); free(disps); gdte_type_release(cur); return GDTE_ERR_NO_MEMORY; }
+        int64_t i = 0;
+        for (int64_t s = first; s < g; s += step, i++) {
+            lens[i] = g - s < b ? g - s : b;
+            disps[i] = s * stride; /* stride * g fits: checked below for the whole array */
+        }
+        /* Each index of this dimension is `stride` bytes apart: give the child that extent. */
+        st = gdte_type_create_resized(cur, 0, stride, &sized);
+        gdte_type_release(cur);
+        if (st == GDTE_OK) {
+            st = gdte_type_create_hindexed(nblk, lens, disps, sized, &next);
+            gdte_type_release(sized);
+        }
+        free(lens);
+        free(disps);
+        if (st != GDTE_OK) return st;
+        cur = next;
+        if (gdte_mul_ovf(stride, g, &stride)) { gdte_type_release(cur); return GDTE_ERR_OVERFLOW; }
+    }
+    return place_and_resize(cur, 0, stride, type_p);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+static pthread_mutex_t commit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static gdte_status_t commit_locked(struct gdte_type *t)
+{
+    if (t->committed) return GDTE_OK;
+    gdte_ir_t ir;
+    gdte_status_t st = gdte_ir_build(t, &ir);
+    if (st != GDTE_OK) return st;
+    st = gdte_plan_build(&ir, gdte_knob(GDTE_KNOB_DEV_UNIT), &t->plan);
+    gdte_ir_free(&ir);
+    if (st != GDTE_OK) return st;
+    t->committed = 1;
+    return GDTE_OK;
+}
+
+GDTE_API gdte_status_t gdte_type_commit(gdte_type_h type)
+{
+    gdte_status_t st = gdte_type_check(type);
+    if (st != GDTE_OK) return st;
+    if (type->committed) return GDTE_OK;
+    pthread_mutex_lock(&commit_lock);
+    st = commit_locked(type);
+    pthread_mutex_unlock(&commit_lock);
+    if (st != GDTE_OK) gdte_warn("type commit failed: %s", gdte_status_string(st));
+    return st;
+}
+
+GDTE_API gdte_status_t gdte_type_free(gdte_type_h *type_p)
+{
+    if (!type_p) return GDTE_ERR_INVALID_ARG;
+    gdte_type_h t = *type_p;
+    if (!t) return GDTE_ERR_INVALID_TYPE;
+    if (is_predefined(t)) {
+        *type_p = NULL;
+        return GDTE_OK;
+    }
+    pthread_mutex_lock(&registry_lock);
+    struct gdte_type *found;
+    HASH_FIND_PTR(registry, &t, found);
+    int ok = found && !found->user_freed;
+    if (ok) found->user_freed = 1;
+    pthread_mutex_unlock(&registry_lock);
+    if (!ok) return GDTE_ERR_INVALID_TYPE;
+    *type_p = NULL;
+    gdte_type_release(t);
+    return GDTE_OK;
+}
+
+/* Internal references (parents, operations) may outlive the user's handle; a parent's
+ * reference is not a user handle, so it is not flagged freed. gdte_type_release is used for
+ * those; gdte_type_free only for the caller's own handle. Constructors above that build
+ * temporaries use gdte_type_free on handles they created themselves. */
+
+GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h t, gdte_type_info_t *info_p)
+{
+    gdte_status_t st = gdte_type_check(t);
+    if (st != GDTE_OK) return st;
+    if (!info_p) return GDTE_ERR_INVALID_ARG;
+    gdte_type_info_t in;
+    memset(&in, 0, sizeof in);
+    in.size = t->size;
+    in.extent = t->ub - t->lb;
+    in.lb = t->lb;
+    in.true_lb = t->true_lb;
+    in.true_extent = t->true_ub - t->true_lb;
+    in.depth = t->depth;
+    in.committed = t->committed;
+    if (t->committed) {
+        const gdte_plan_t *p = t->plan;
+        in.num_blocks = p->nblocks;
+        in.layout = (gdte_layout_kind_t)p->kind;
+        in.ndims = p->ndims;
+        in.block_bytes = p->blocklen;
+        in.num_units = p->nunits;
+        in.plan_bytes = p->bytes;
+        in.is_contiguous = (p->kind == GDTE_LAYOUT_KIND_CONTIG && p->disp == 0 && in.extent == t->size) ||
+                           (p->kind == GDTE_LAYOUT_KIND_EMPTY && in.extent == 0);
+    } else {
+        gdte_ir_t ir;
+        if ((st = gdte_ir_build(t, &ir)) != GDTE_OK) return st;
+        in.num_blocks = gdte_ir_nblocks(&ir);
+        in.is_contiguous = (ir.nsegs == 1 && ir.nouter == 0 && ir.segs[0].nd == 0 && ir.segs[0].disp == 0 &&
+                            in.extent == t->size) || (ir.nsegs == 0 && in.extent == 0);
+        gdte_ir_free(&ir);
+    }
+    *info_p = in;
+    return GDTE_OK;
+}
+
+GDTE_API gdte_status_t gdte_type_pack_size(int64_t count, gdte_type_h t, int64_t *size_p)
+{
+    gdte_status_t st = gdte_type_check(t);
+    if (st != GDTE_OK) return st;
+    if (!size_p) return GDTE_ERR_INVALID_ARG;
+    if (count < 0) return GDTE_ERR_COUNT;
+    int64_t s;
+    if (gdte_mul_ovf(count, t->size, &s)) return GDTE_ERR_OVERFLOW;
+    *size_p = s;
+    return GDTE_OK;
+}
+
+GDTE_API gdte_status_t gdte_type_signature(int64_t count, gdte_type_h t, uint64_t *hash_p, int64_t *nelems_p)
+{
+    gdte_status_t st = gdte_type_check(t);
+    if (st != GDTE_OK) return st;
+    if (count < 0) return GDTE_ERR_COUNT;
+    int64_t n;
+    if (gdte_mul_ovf(count, t->sig_n, &n)) return GDTE_ERR_OVERFLOW;
+    if (hash_p) *hash_p = n ? sig_repeat(t->sig_hash, t->sig_n, count) : 0;
+    if (nelems_p) *nelems_p = n;
+    return GDTE_OK;
+}
+
+GDTE_API gdte_status_t gdte_type_describe(gdte_type_h t, char *buf, size_t len)
+{
+    gdte_status_t st = gdte_type_check(t);
+    if (st != GDTE_OK) return st;
+    if (!buf || !len) return GDTE_ERR_INVALID_ARG;
+    if (!t->committed) {
+        snprintf(buf, len, "uncommitted (size %lld, extent %lld)", (long long)t->size, (long long)(t->ub - t->lb));
+        return GDTE_OK;
+    }
+    gdte_plan_describe(t->plan, buf, len);
+    return GDTE_OK;
+}
+
+void *gdte_type_backend_slot(gdte_type_h t) { return t->backend_slot; }
+
+void gdte_type_set_backend_slot(gdte_type_h t, void *slot, void (*free_fn)(void *))
+{
+    t->backend_slot = slot;
+    t->backend_free = free_fn;
+}
+
+uint64_t gdte_type_uid(gdte_type_h t) { return t->uid; }
+
+gdte_status_t gdte_engine_units(gdte_type_h t, const gdte_unit_t **units_p, int64_t *nunits_p)
+{
+    if (!t->committed) return GDTE_ERR_NOT_COMMITTED;
+    *units_p = t->plan->units;
+    *nunits_p = t->plan->nunits;
+    return GDTE_OK;
+}

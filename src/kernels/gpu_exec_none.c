@@ -1,0 +1,15 @@
+/* GPU executor when gdte is built without a GPU backend. */
+#include "kernels.h"
+
+gdte_status_t gdte_gpu_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed, int64_t offset,
+                            int64_t len, gdte_stream_t stream, int max_blocks)
+{
+    (void)L; (void)dir; (void)user; (void)packed; (void)offset; (void)len; (void)stream; (void)max_blocks;
+    return GDTE_ERR_NO_DEVICE;
+}
+gdte_kvar_t gdte_gpu_exec_variant(const gdte_layout_t *L, gdte_dir_t dir)
+{
+    (void)L; (void)dir;
+    return GDTE_KVAR_NONE;
+}
+void gdte_gpu_exec_force_variant(gdte_kvar_t v) { (void)v; }

@@ -1,0 +1,80 @@
+/*
+ * util.h: services every layer may use: logging, knobs (GDTE_* environment variables),
+ * checked arithmetic, time. May call: libc only.
+ */
+#ifndef GDTE_UTIL_H
+#define GDTE_UTIL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "gdte.h"
+
+#define GDTE_INTERNAL __attribute__((visibility("hidden")))
+
+/* ---- logging ---- */
+typedef enum { GDTE_LOG_ERROR = 0, GDTE_LOG_WARN, GDTE_LOG_INFO, GDTE_LOG_DEBUG, GDTE_LOG_TRACE } gdte_log_level_t;
+extern int gdte_log_level_g;
+void gdte_log_set_rank(int rank);
+void gdte_log_emit(gdte_log_level_t lvl, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define gdte_log(lvl, ...) \
+    do { if ((int)(lvl) <= gdte_log_level_g) gdte_log_emit((lvl), __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define gdte_error(...) gdte_log(GDTE_LOG_ERROR, __VA_ARGS__)
+#define gdte_warn(...)  gdte_log(GDTE_LOG_WARN, __VA_ARGS__)
+#define gdte_info(...)  gdte_log(GDTE_LOG_INFO, __VA_ARGS__)
+#define gdte_debug(...) gdte_log(GDTE_LOG_DEBUG, __VA_ARGS__)
+#define gdte_trace(...) gdte_log(GDTE_LOG_TRACE, __VA_ARGS__)
+
+/* ---- knobs ---- */
+/* Every GDTE_* variable, in one list: X(id, "NAME", kind, "default", "accepted", "doc").
+ * kinds: SIZE (bytes, with k/m/g suffixes), INT, BOOL, ENUM (accepted = "a|b|c"). */
+#define GDTE_KNOB_LIST(X)                                                                                   \
+    X(LOG, "GDTE_LOG", ENUM, "warn", "error|warn|info|debug|trace", "log level; lines go to stderr, prefixed with the rank") \
+    X(DEV_UNIT, "GDTE_DEV_UNIT", SIZE, "2048", "256..65536, a multiple of 256", "DEV work-unit size S in bytes") \
+    X(MAX_BLOCKS, "GDTE_MAX_BLOCKS", INT, "0", "0..65535 (0: enough to fill the GPU)", "thread blocks per pack kernel") \
+    X(FRAG_SIZE, "GDTE_FRAG_SIZE", SIZE, "0", "0 or 4096..1073741824 (0: chosen by message size)", "pipeline fragment size") \
+    X(PIPELINE_DEPTH, "GDTE_PIPELINE_DEPTH", INT, "4", "1..64", "fragments in flight per message") \
+    X(PROTOCOL, "GDTE_PROTOCOL", ENUM, "auto", "auto|rdma|copyinout", "protocol override") \
+    X(RDMA_LOCAL_COPY, "GDTE_RDMA_LOCAL_COPY", BOOL, "1", "0|1", "RDMA: copy a peer fragment to local memory before unpacking") \
+    X(ZERO_COPY, "GDTE_ZERO_COPY", ENUM, "auto", "auto|on|off", "pack device data straight into mapped pinned memory") \
+    X(TIMEOUT, "GDTE_TIMEOUT", INT, "120", "1..86400 (seconds)", "a request with no progress for this long fails") \
+    X(CACHE_MAX, "GDTE_CACHE_MAX", SIZE, "268435456", "0..2^40 (0: no limit)", "device plan cache bytes; least recently used plans are evicted") \
+    X(STAGING_MAX, "GDTE_STAGING_MAX", SIZE, "268435456", "65536..2^40", "staging (pinned and device) bytes per process") \
+    X(DISABLE, "GDTE_DISABLE", BOOL, "0", "0|1", "interposer: pass every call to MPI untouched") \
+    X(FAKE_DEVICE, "GDTE_FAKE_DEVICE", BOOL, "0", "0|1", "testing: treat buffers registered with the test hook as device memory")
+
+typedef enum {
+#define GDTE_X_KNOB_ID(id, name, kind, def, acc, doc) GDTE_KNOB_##id,
+    GDTE_KNOB_LIST(GDTE_X_KNOB_ID)
+#undef GDTE_X_KNOB_ID
+    GDTE_KNOB_COUNT_
+} gdte_knob_id_t;
+
+typedef enum { GDTE_KNOB_SIZE, GDTE_KNOB_INT, GDTE_KNOB_BOOL, GDTE_KNOB_ENUM } gdte_knob_kind_t;
+
+typedef struct gdte_knob_desc {
+    const char *name;
+    gdte_knob_kind_t kind;
+    const char *def;
+    const char *accepted;
+    const char *doc;
+} gdte_knob_desc_t;
+
+/* Parse and validate every knob from the environment. Idempotent until gdte_knobs_reset(). */
+gdte_status_t gdte_knobs_load(void);
+void gdte_knobs_reset(void);
+int64_t gdte_knob(gdte_knob_id_t id);          /* value (ENUM: index into accepted list) */
+const char *gdte_knob_source(gdte_knob_id_t id); /* "default" or "environment" */
+const char *gdte_knob_text(gdte_knob_id_t id);   /* value as text */
+const gdte_knob_desc_t *gdte_knob_desc(gdte_knob_id_t id);
+/* For tests: parse one value of a knob, without touching the environment. */
+gdte_status_t gdte_knob_parse(gdte_knob_id_t id, const char *text, int64_t *value_p);
+
+/* ---- checked arithmetic ---- */
+static inline int gdte_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
+static inline int gdte_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+
+/* ---- time ---- */
+double gdte_time_now(void); /* seconds, monotonic */
+
+#endif
