@@ -1,0 +1,10 @@
+# Fails unless README.md contains, verbatim, the knob table that gdte_info --knobs-md prints.
+execute_process(COMMAND ${INFO} --knobs-md OUTPUT_VARIABLE table RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "gdte_info --knobs-md failed")
+endif()
+file(READ ${README} readme)
+string(FIND "${readme}" "${table}" pos)
+if(pos EQUAL -1)
+  message(FATAL_ERROR "README.md's knob table is out of date. Replace it with:\n${table}")
+endif()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs dependencies, then
+#   1. compile-and-link checks of the GPU backends (CUDA sm_90 with nvcc, HIP gfx90a with hipcc),
+#   2. the suite under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   3. the suite on the plain build (last, so the run ends with ctest's summary).
+# Options through the environment: GDTE_TEST_QUICK=1 skips stages 1 and 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+jobs=$(nproc)
+common=(-G Ninja -DGDTE_WERROR=ON)
+
+if [ "${GDTE_TEST_QUICK:-0}" != 1 ]; then
+  nvcc_bin=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+  if [ -n "$nvcc_bin" ]; then
+    echo "== CUDA backend: compile and link (sm_90) =="
+    cmake -S . -B build-ci-cuda "${common[@]}" -DGDTE_GPU=CUDA -DCMAKE_CUDA_COMPILER="$nvcc_bin" \
+          -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+    cmake --build build-ci-cuda -j "$jobs"
+    # No GPU here: the GPU tests must skip, the rest must pass with the CUDA build too.
+    (cd build-ci-cuda && ctest -j "$jobs" --output-on-failure -LE "slow")
+  else
+    echo "== CUDA backend: nvcc not found, compile check skipped =="
+  fi
+  if command -v hipcc >/dev/null; then
+    echo "== HIP backend: compile and link (gfx90a) =="
+    cmake -S . -B build-ci-hip "${common[@]}" -DGDTE_GPU=HIP -DGDTE_HIP_ARCH=gfx90a -DGDTE_BUILD_TESTS=ON >/dev/null
+    cmake --build build-ci-hip -j "$jobs"
+  fi
+  echo "== sanitizers: address,undefined =="
+  cmake -S . -B build-ci-asan "${common[@]}" -DGDTE_GPU=NONE -DGDTE_SANITIZE=address,undefined \
+        -DCMAKE_C_COMPILER=gcc >/dev/null
+  cmake --build build-ci-asan -j "$jobs"
+  (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j "$jobs" --output-on-failure)
+fi
+
+echo "== main build and full suite =="
+cmake -S . -B build-ci "${common[@]}" -DGDTE_GPU=NONE >/dev/null
+cmake --build build-ci -j "$jobs"
+cd build-ci && ctest -j "$jobs" --output-on-failure
