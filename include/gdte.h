@@ -104,7 +104,16 @@ GDTE_API gdte_status_t gdte_finalize(void);
  * Constructors follow MPI's, with 64-bit counts and byte displacements. A negative count or
  * blocklength is GDTE_ERR_COUNT; sizes and extents that overflow 63 bits are GDTE_ERR_OVERFLOW.
  * A new type holds a reference on each type it is made of, so the caller may free those at
- * once. Types must be committed before they are used to pack. */
+ * once. Types must be committed before they are used to pack.
+ *
+ * Bounds follow the MPI standard's type-map rules: a type made with gdte_type_create_resized()
+ * has explicit bounds, and any type built over such a type takes its lb/ub from those; other
+ * types take lb/ub from their data, with ub padded so the extent is a multiple of the largest
+ * alignment among their elements (MPI's epsilon; e.g. a struct {double at 0, char at 8} has
+ * extent 16). Padding is not inherited: a parent pads its own data span once. Open MPI differs
+ * in two corners (it builds a parent over each child's padded bounds, and an empty child
+ * still moves the bounds); docs/ENGINE.md lists them, and the MPI import resizes to what the
+ * MPI in use reports. */
 /**@{*/
 typedef struct gdte_type *gdte_type_h;
 
@@ -131,7 +140,8 @@ typedef enum {
 /** The predefined type of a builtin element kind; a permanent handle (freeing it is a no-op). */
 GDTE_API gdte_type_h gdte_type_predefined(gdte_basic_t basic);
 /** A builtin element of @p size bytes (1..2^20) with signature tag @p tag: elements of equal
- * tags match in a signature check. Use this for elements of an MPI outside the list above. */
+ * tags match in a signature check. Use this for elements of an MPI outside the list above.
+ * Its alignment (for extent padding) is the largest power of two dividing @p size, at most 16. */
 GDTE_API gdte_status_t gdte_type_create_basic(int64_t size, uint32_t tag, gdte_type_h *type_p);
 
 GDTE_API gdte_status_t gdte_type_create_contiguous(int64_t count, gdte_type_h old,
@@ -296,6 +306,127 @@ typedef struct gdte_mem_info {
 
 /** Where @p ptr lives (cached lookups). Host memory without a GPU backend. */
 GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p);
+/**@}*/
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Messages between processes
+ * Send and receive `count` elements of a gdte type, in host or device memory, to and from
+ * another process, over UCX (needs a build with GDTE_WITH_UCX; otherwise every call returns
+ * GDTE_ERR_UNSUPPORTED). A communicator is a set of `size` processes that found each other
+ * through a caller-provided allgather (MPI_Allgather in an MPI program). Messages match by
+ * (peer, tag) in posting order; the sender and receiver types may differ when their type
+ * signatures are equal. Large messages move in fragments with pack, transfer and unpack
+ * overlapped (knobs GDTE_FRAG_SIZE, GDTE_PIPELINE_DEPTH, GDTE_PROTOCOL, GDTE_STAGING_MAX,
+ * GDTE_RDMA_LOCAL_COPY, GDTE_TIMEOUT).
+ *
+ * Progress happens inside gdte_comm_progress(), gdte_msg_test() and gdte_msg_wait() only: a
+ * process that stops calling them stalls its peers. A communicator and its requests must be
+ * used by one thread at a time. A peer that dies, a transport error, or a transfer that
+ * makes no progress for GDTE_TIMEOUT seconds completes the requests involved with an error;
+ * no call blocks forever on a failed peer. Call gdte_init() first. */
+/**@{*/
+typedef struct gdte_comm *gdte_comm_h;
+typedef struct gdte_msg_req *gdte_msg_req_h;
+
+/** Gather @p len bytes from every process: @p all receives size * len bytes, process i's
+ * contribution at offset i * len (MPI_Allgather of bytes). Returns 0 on success. */
+typedef int (*gdte_allgather_fn_t)(const void *mine, size_t len, void *all, void *arg);
+
+enum {
+    GDTE_COMM_FIELD_RANK = 1u << 0,          /**< rank is set (required) */
+    GDTE_COMM_FIELD_SIZE = 1u << 1,          /**< size is set (required) */
+    GDTE_COMM_FIELD_ALLGATHER = 1u << 2,     /**< allgather is set (required) */
+    GDTE_COMM_FIELD_ALLGATHER_ARG = 1u << 3, /**< allgather_arg is set (default NULL) */
+};
+typedef struct gdte_comm_params {
+    uint64_t field_mask;
+    int rank;                      /**< this process, 0 <= rank < size */
+    int size;                      /**< number of processes */
+    gdte_allgather_fn_t allgather; /**< used during gdte_comm_create only */
+    void *allgather_arg;           /**< passed to allgather */
+} gdte_comm_params_t;
+
+/** Create a communicator: a UCX context, a worker, and (lazily) one endpoint per peer.
+ * Collective: every process of the set calls it (allgather runs twice). */
+GDTE_API gdte_status_t gdte_comm_create(const gdte_comm_params_t *params, gdte_comm_h *comm_p);
+/** Destroy a communicator (local). Requests still in flight complete with
+ * GDTE_ERR_CANCELED and must still be tested, waited or freed. To avoid error reports at
+ * the peers, synchronise (e.g. a barrier) after the last message and before destroying. */
+GDTE_API gdte_status_t gdte_comm_destroy(gdte_comm_h comm);
+/** Drive communication once (never blocks). GDTE_OK, or GDTE_ERR_INVALID_ARG. */
+GDTE_API gdte_status_t gdte_comm_progress(gdte_comm_h comm);
+
+/** A receive from any peer. */
+#define GDTE_ANY_PEER (-1)
+
+/** How a message moves. The receiver chooses, from the two sides' shapes. */
+typedef enum {
+    GDTE_PROTOCOL_AUTO = 0,      /**< choose by size, locality and capability */
+    GDTE_PROTOCOL_EAGER = 1,     /**< small: packed bytes travel with the handshake */
+    GDTE_PROTOCOL_COPYINOUT = 2, /**< fragments through pinned host staging on both sides */
+    GDTE_PROTOCOL_RDMA = 3,      /**< same node, device memory: the receiver reads the
+                                      sender's device fragment ring over GPU IPC */
+} gdte_protocol_t;
+/** "auto", "eager", "copyinout", "rdma"; never NULL. */
+GDTE_API const char *gdte_protocol_name(gdte_protocol_t protocol);
+
+enum {
+    GDTE_MSG_FIELD_TAG_MASK = 1u << 0,  /**< tag_mask is set (receives; default all ones) */
+    GDTE_MSG_FIELD_FLAGS = 1u << 1,     /**< flags is set */
+    GDTE_MSG_FIELD_PROTOCOL = 1u << 2,  /**< protocol is set (default GDTE_PROTOCOL knob) */
+    GDTE_MSG_FIELD_FRAG_SIZE = 1u << 3, /**< frag_size is set (default GDTE_FRAG_SIZE) */
+    GDTE_MSG_FIELD_DEPTH = 1u << 4,     /**< depth is set (default GDTE_PIPELINE_DEPTH) */
+};
+enum {
+    /** Accept any sender signature (MPI_PACKED, MPI_BYTE-as-raw-bytes); either side may set it. */
+    GDTE_MSG_FLAG_ANY_SIGNATURE = 1u << 0,
+};
+/** Options of one message. On a send, protocol/frag_size/depth bound what the sender
+ * offers; on a receive they choose among it (the receiver drives the transfer). */
+typedef struct gdte_msg_params {
+    uint64_t field_mask;
+    uint64_t tag_mask;        /**< receive matches when (msg_tag ^ tag) & tag_mask == 0 */
+    uint64_t flags;           /**< GDTE_MSG_FLAG_* */
+    gdte_protocol_t protocol; /**< force a protocol; one that cannot run falls back */
+    int64_t frag_size;        /**< pipeline fragment bytes (0: chosen by message size) */
+    int depth;                /**< fragments in flight, 1..64 */
+} gdte_msg_params_t;
+
+/** What a completed request did. */
+typedef struct gdte_msg_status {
+    gdte_status_t status;     /**< GDTE_OK or why the message failed */
+    int peer;                 /**< the other process */
+    uint64_t tag;             /**< the message's tag */
+    int64_t bytes;            /**< packed bytes delivered (receive) or accepted (send) */
+    gdte_protocol_t protocol; /**< how it moved */
+} gdte_msg_status_t;
+
+/** Start sending @p count elements of @p type at @p buf to @p peer. The buffer must stay
+ * untouched until the request completes.
+ * Errors found at once (bad arguments, failed peer) are returned and no request is made. */
+GDTE_API gdte_status_t gdte_msg_isend(gdte_comm_h comm, const void *buf, int64_t count, gdte_type_h type,
+                                      int peer, uint64_t tag, const gdte_msg_params_t *params,
+                                      gdte_msg_req_h *req_p);
+/** Start receiving up to @p count elements of @p type into @p buf from @p peer
+ * (or GDTE_ANY_PEER). A longer message completes with GDTE_ERR_TRUNCATE, having written the
+ * bytes that fit and nothing past them; a shorter one delivers whole elements; a message whose
+ * signature differs completes with GDTE_ERR_MISMATCH and writes nothing. */
+GDTE_API gdte_status_t gdte_msg_irecv(gdte_comm_h comm, void *buf, int64_t count, gdte_type_h type, int peer,
+                                      uint64_t tag, const gdte_msg_params_t *params, gdte_msg_req_h *req_p);
+/** Progress, then: GDTE_INPROGRESS if the request is still in flight; otherwise its final
+ * status (GDTE_OK or an error), *status_p filled if not NULL, the request freed and *req_p set
+ * to NULL. A NULL *req_p is GDTE_OK with nothing to do. A send whose receiver reported
+ * GDTE_ERR_MISMATCH fails with it; on GDTE_ERR_TRUNCATE the send succeeds (as in MPI). */
+GDTE_API gdte_status_t gdte_msg_test(gdte_msg_req_h *req_p, gdte_msg_status_t *status_p);
+/** gdte_msg_test until it is not GDTE_INPROGRESS. */
+GDTE_API gdte_status_t gdte_msg_wait(gdte_msg_req_h *req_p, gdte_msg_status_t *status_p);
+/** Cancel a receive that is not matched yet: it completes with GDTE_ERR_CANCELED. Returns
+ * GDTE_OK if it was canceled, GDTE_INPROGRESS if it was already matched (it goes on). */
+GDTE_API gdte_status_t gdte_msg_cancel(gdte_msg_req_h req);
+/** Progress, then look for a message a receive of (@p peer, @p tag, @p tag_mask) would
+ * match, without receiving it: *flag_p = 1 and *status_p (peer, tag, bytes) when found. */
+GDTE_API gdte_status_t gdte_msg_iprobe(gdte_comm_h comm, int peer, uint64_t tag, uint64_t tag_mask, int *flag_p,
+                                       gdte_msg_status_t *status_p);
 /**@}*/
 
 #ifdef __cplusplus

@@ -66,7 +66,21 @@ static uint64_t sig_basic(uint32_t tag)
 /* ---------------------------------------------------------------------------------------- */
 static struct gdte_type predefined[GDTE_BASIC_COUNT_];
 static const int64_t predefined_size[GDTE_BASIC_COUNT_] = {1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 16, 8, 16};
+/* The C alignment of each element (a complex number aligns like its parts); it decides the
+ * padding of extents (see bounds_store). */
+static const int32_t predefined_align[GDTE_BASIC_COUNT_] = {
+    1, 1, 1, 1, 2, 2, 4, 4, _Alignof(int64_t), _Alignof(uint64_t), _Alignof(float), _Alignof(double),
+    _Alignof(long double), _Alignof(float), _Alignof(double)};
 static pthread_once_t predefined_once = PTHREAD_ONCE_INIT;
+
+/* Alignment assumed for an element of a size gdte does not know: the largest power of two
+ * dividing the size, at most 16 (what C compilers give such elements on the targets we run). */
+static int32_t size_align(int64_t size)
+{
+    int32_t a = 1;
+    while (a < 16 && size % (2 * a) == 0) a *= 2;
+    return a;
+}
 
 static void init_basic(struct gdte_type *t, int64_t size, uint32_t tag)
 {
@@ -77,6 +91,8 @@ static void init_basic(struct gdte_type *t, int64_t size, uint32_t tag)
     t->ub = size;
     t->true_lb = 0;
     t->true_ub = size;
+    t->markers = 0;
+    t->align = size_align(size);
     t->basic_tag = tag;
     t->sig_hash = sig_basic(tag);
     t->sig_n = 1;
@@ -90,6 +106,7 @@ static void predefined_init(void)
     for (int i = 0; i < GDTE_BASIC_COUNT_; i++) {
         struct gdte_type *t = &predefined[i];
         init_basic(t, predefined_size[i], (uint32_t)i);
+        t->align = predefined_align[i];
         t->predefined = 1;
         t->refcount = 1;
         t->uid = next_uid++;
@@ -174,13 +191,18 @@ static void type_publish(struct gdte_type *t)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Bounds of `bl` consecutive children at byte displacement d. */
+/* Bounds as MPI defines them over the type map: explicit markers (from resized) of every
+ * copied child decide lb/ub when there are any; otherwise lb/ub come from the data itself,
+ * never from the children's padded bounds, and ub is padded once for the whole type. */
 typedef struct bounds {
-    int64_t lb, ub, tlb, tub;
-    int any;      /* some block counted (count > 0) */
-    int any_data; /* some data (size > 0) */
+    int64_t mlb, mub;  /* markers */
+    int64_t tlb, tub;  /* data */
+    int any_markers;   /* some copied child has markers */
+    int any_data;      /* some data (size > 0) */
+    int32_t align;     /* largest alignment of the data's elements */
 } bounds_t;
 
+/* Add `bl` consecutive copies of child `c`, the first at byte displacement d. */
 static gdte_status_t bounds_add_block(bounds_t *b, int64_t d, int64_t bl, const struct gdte_type *c)
 {
     if (bl == 0) return GDTE_OK;
@@ -189,25 +211,42 @@ static gdte_status_t bounds_add_block(bounds_t *b, int64_t d, int64_t bl, const 
     int64_t smin = span < 0 ? span : 0, smax = span > 0 ? span : 0;
     if (gdte_add_ovf(d, smin, &lo) || gdte_add_ovf(d, smax, &hi)) return GDTE_ERR_OVERFLOW;
     int64_t l, u;
-    if (gdte_add_ovf(lo, c->lb, &l) || gdte_add_ovf(hi, c->ub, &u)) return GDTE_ERR_OVERFLOW;
-    if (!b->any || l < b->lb) b->lb = l;
-    if (!b->any || u > b->ub) b->ub = u;
-    b->any = 1;
+    if (c->markers) {
+        if (gdte_add_ovf(lo, c->lb, &l) || gdte_add_ovf(hi, c->ub, &u)) return GDTE_ERR_OVERFLOW;
+        if (!b->any_markers || l < b->mlb) b->mlb = l;
+        if (!b->any_markers || u > b->mub) b->mub = u;
+        b->any_markers = 1;
+    }
     if (c->size > 0) {
         if (gdte_add_ovf(lo, c->true_lb, &l) || gdte_add_ovf(hi, c->true_ub, &u)) return GDTE_ERR_OVERFLOW;
         if (!b->any_data || l < b->tlb) b->tlb = l;
         if (!b->any_data || u > b->tub) b->tub = u;
         b->any_data = 1;
+        if (c->align > b->align) b->align = c->align;
     }
     return GDTE_OK;
 }
 
-static void bounds_store(struct gdte_type *t, const bounds_t *b)
+static gdte_status_t bounds_store(struct gdte_type *t, const bounds_t *b)
 {
-    t->lb = b->any ? b->lb : 0;
-    t->ub = b->any ? b->ub : 0;
     t->true_lb = b->any_data ? b->tlb : 0;
     t->true_ub = b->any_data ? b->tub : 0;
+    t->align = b->align > 0 ? b->align : 1;
+    t->markers = b->any_markers;
+    if (b->any_markers) {
+        t->lb = b->mlb;
+        t->ub = b->mub;
+    } else if (b->any_data) {
+        /* epsilon: the least increment making the extent a multiple of the alignment */
+        int64_t ext;
+        if (gdte_add_ovf(b->tub, -b->tlb, &ext)) return GDTE_ERR_OVERFLOW;
+        int64_t eps = (t->align - ext % t->align) % t->align;
+        t->lb = b->tlb;
+        if (gdte_add_ovf(b->tub, eps, &t->ub)) return GDTE_ERR_OVERFLOW;
+    } else {
+        t->lb = t->ub = 0; /* empty type map */
+    }
+    return GDTE_OK;
 }
 
 static gdte_status_t check_old(gdte_type_h old)
@@ -280,8 +319,7 @@ GDTE_API gdte_status_t gdte_type_create_hvector(int64_t count, int64_t blockleng
             (st = bounds_add_block(&b, tmp, blocklength, old)) != GDTE_OK)
             return finish(t, st, type_p);
     }
-    bounds_store(t, &b);
-    return finish(t, GDTE_OK, type_p);
+    return finish(t, bounds_store(t, &b), type_p);
 }
 
 GDTE_API gdte_status_t gdte_type_create_vector(int64_t count, int64_t blocklength, int64_t stride,
@@ -355,8 +393,7 @@ static gdte_status_t create_blocks(gdte_node_kind_t kind, int64_t count, const i
         if (gdte_add_ovf(t->sig_n, sn, &t->sig_n)) return finish(t, GDTE_ERR_OVERFLOW, type_p);
         if ((st = bounds_add_block(&b, d, bl, c)) != GDTE_OK) return finish(t, st, type_p);
     }
-    bounds_store(t, &b);
-    return finish(t, GDTE_OK, type_p);
+    return finish(t, bounds_store(t, &b), type_p);
 }
 
 GDTE_API gdte_status_t gdte_type_create_hindexed(int64_t count, const int64_t *blocklengths,
@@ -420,6 +457,8 @@ GDTE_API gdte_status_t gdte_type_create_resized(gdte_type_h old, int64_t lb, int
     t->sig_n = old->sig_n;
     t->true_lb = old->true_lb;
     t->true_ub = old->true_ub;
+    t->align = old->align;
+    t->markers = 1; /* resized erases the old markers and sets its own */
     t->lb = lb;
     if (gdte_add_ovf(lb, extent, &t->ub)) return finish(t, GDTE_ERR_OVERFLOW, type_p);
     return finish(t, GDTE_OK, type_p);
@@ -440,6 +479,8 @@ GDTE_API gdte_status_t gdte_type_dup(gdte_type_h old, gdte_type_h *type_p)
     t->ub = old->ub;
     t->true_lb = old->true_lb;
     t->true_ub = old->true_ub;
+    t->align = old->align;
+    t->markers = old->markers;
     t->sig_hash = old->sig_hash;
     t->sig_n = old->sig_n;
     st = finish(t, GDTE_OK, type_p);

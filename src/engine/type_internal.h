@@ -32,6 +32,12 @@ struct gdte_type {
     int64_t size;
     int64_t lb, ub;           /* extent = ub - lb */
     int64_t true_lb, true_ub; /* bytes touched; both 0 when size == 0 */
+    /* MPI's bounds rules: lb/ub come from explicit markers (set by resized, inherited by
+     * every type built over one) when there are any; otherwise from the data, with ub padded
+     * so that the extent is a multiple of `align`, the largest alignment of the basic
+     * elements (the standard's epsilon). */
+    int markers;
+    int32_t align;
     uint64_t sig_hash;        /* signature of one element (see sig_* in type.c) */
     int64_t sig_n;
 
