@@ -29,11 +29,18 @@ if [ "${GDTE_TEST_QUICK:-0}" != 1 ]; then
     cmake -S . -B build-ci-hip "${common[@]}" -DGDTE_GPU=HIP -DGDTE_HIP_ARCH=gfx90a -DGDTE_BUILD_TESTS=ON >/dev/null
     cmake --build build-ci-hip -j "$jobs"
   fi
-  echo "== sanitizers: address,undefined =="
+  echo "== sanitizers: address,undefined (clang, with the libFuzzer target) =="
   cmake -S . -B build-ci-asan "${common[@]}" -DGDTE_GPU=NONE -DGDTE_SANITIZE=address,undefined \
-        -DCMAKE_C_COMPILER=gcc >/dev/null
+        -DCMAKE_C_COMPILER=clang -DGDTE_FUZZ=ON >/dev/null
   cmake --build build-ci-asan -j "$jobs"
-  (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j "$jobs" --output-on-failure)
+  (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/../tests/lsan.supp \
+      ctest -j "$jobs" --output-on-failure)
+  secs=${GDTE_FUZZ_SECONDS:-120}
+  echo "== libFuzzer: fuzz_pack for ${secs}s against MPI_Pack =="
+  mkdir -p build-ci-asan/fuzz-corpus
+  (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=0 OMPI_MCA_btl=self OMPI_MCA_pml=ob1 \
+      ./tests/fuzz/fuzz_pack -max_total_time="$secs" -print_final_stats=1 fuzz-corpus ../tests/fuzz/corpus 2>&1 \
+      | grep -E "stat::number_of_executed_units|stat::peak_rss|MISMATCH|ERROR|Done" ) || { echo "fuzzing failed"; exit 1; }
 fi
 
 echo "== main build and full suite =="
