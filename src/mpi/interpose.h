@@ -1,0 +1,160 @@
+/*
+ * interpose.h: internals of libgdte_mpi.so, the interposition library.
+ *
+ * shims.c defines one thin MPI_* function per intercepted call; the work lives in
+ * interpose_core.c (lifetime, next-in-chain table, memory kinds, errors, datatype references),
+ * interpose_p2p.c (sends, receives, persistent requests, MPI_Pack/Unpack) and
+ * interpose_req.c (request bookkeeping and completion). Data moves through xfer.c and
+ * staging.c; fake device memory for CI is fakedev.c.
+ *
+ * May call: MPI (through the next-in-chain table only, never its own MPI_* symbols), import.h,
+ * xfer.h, staging.h, src/kernels, src/engine (references), src/gpu, src/util.
+ */
+#ifndef GDTE_MPI_INTERPOSE_H
+#define GDTE_MPI_INTERPOSE_H
+
+#include <mpi.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <uthash.h>
+#include "gdte.h"
+#include "staging.h"
+
+#define GDTE_IPO_EXPORT __attribute__((visibility("default")))
+
+/* Every MPI function the library defines. Its own calls into MPI go to the next definition in
+ * the chain (see interpose_core.c for why dlsym(RTLD_NEXT) rather than PMPI_ directly). */
+#define GDTE_IPO_NEXT_LIST(X)                                                                                   \
+    X(Init) X(Init_thread) X(Finalize) X(Send) X(Ssend) X(Bsend) X(Rsend) X(Isend) X(Issend) X(Ibsend)        \
+    X(Irsend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Send_init) X(Ssend_init) X(Bsend_init)       \
+    X(Rsend_init) X(Recv_init) X(Start) X(Startall) X(Request_free) X(Request_get_status) X(Wait) X(Waitall) \
+    X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Pack) X(Unpack) X(Type_commit)        \
+    X(Type_free)
+
+typedef struct gdte_ipo_next {
+#define GDTE_X_NEXT_FIELD(name) __typeof__(&PMPI_##name) name;
+    GDTE_IPO_NEXT_LIST(GDTE_X_NEXT_FIELD)
+#undef GDTE_X_NEXT_FIELD
+} gdte_ipo_next_t;
+
+extern gdte_ipo_next_t gdte_ipo_next_g;
+#define IPO_NEXT(name) (gdte_ipo_next_g.name)
+
+/* 1 between a successful MPI_Init with interposition enabled and MPI_Finalize. Every shim
+ * tests it first, so GDTE_DISABLE=1 (or a call before MPI_Init) costs one load. */
+extern _Atomic int gdte_ipo_on_g;
+static inline int gdte_ipo_on(void) { return atomic_load_explicit(&gdte_ipo_on_g, memory_order_acquire); }
+
+/* ---- lifetime (interpose_core.c) ---- */
+/* After the MPI initialised: read knobs, start gdte, or stay off under GDTE_DISABLE. */
+int gdte_ipo_init(void);
+int gdte_ipo_finalize(void);
+/* The highest thread level the interposer supports: its state is under locks. */
+#define GDTE_IPO_THREAD_MAX MPI_THREAD_MULTIPLE
+
+/* ---- memory kinds ---- */
+typedef enum { GDTE_IPO_HOST = 0, GDTE_IPO_DEVICE = 1, GDTE_IPO_FAKE = 2 } gdte_ipo_kind_t;
+/* Where the data of (buf, count, dt) lives. Host unless a GPU is present or the fake device is
+ * on; then one cached lookup of the first byte. */
+gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt);
+/* The fake-device registry (fakedev.c). */
+int gdte_fake_contains(const void *ptr);
+void gdte_fake_clear(void);
+
+/* ---- errors ---- */
+/* Report a gdte failure of MPI call `fn` through `comm`'s error handler; returns the MPI error
+ * class (when the handler returns). */
+int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st);
+
+/* ---- datatypes ---- */
+/* The committed gdte type of `dt` and the packed bytes of `count` elements. */
+gdte_status_t gdte_ipo_type(MPI_Datatype dt, int count, gdte_type_h *type_p, int64_t *nbytes_p);
+/* References that keep an MPI datatype alive while a request in flight still needs it for its
+ * status: MPI_Type_free of a referenced type is deferred to the last put. */
+void gdte_ipo_dt_get(MPI_Datatype dt);
+void gdte_ipo_dt_put(MPI_Datatype dt);
+int gdte_ipo_type_free(MPI_Datatype *dt);
+int gdte_ipo_type_commit(MPI_Datatype *dt);
+
+/* ---- counters (exported through gdte_mpi_counter) ---- */
+typedef struct gdte_ipo_counters {
+    _Atomic int64_t sends, recvs;     /* device messages staged */
+    _Atomic int64_t bytes_packed, bytes_unpacked;
+    _Atomic int64_t packs, unpacks;   /* MPI_Pack / MPI_Unpack on device buffers */
+    _Atomic int64_t status_fixed;
+    _Atomic int64_t deferred_type_frees;
+    _Atomic int64_t orphans;          /* requests freed while active */
+} gdte_ipo_counters_t;
+extern gdte_ipo_counters_t gdte_ipo_cnt_g;
+
+/* ---- requests (interpose_req.c) ---- */
+typedef struct gdte_ipo_req {
+    MPI_Request handle;   /* the MPI's own request: the application holds the same value */
+    int is_recv;
+    int persistent;
+    int active;           /* started and not yet completed */
+    int unpacked;         /* receive already unpacked (MPI_Request_get_status) */
+    int orphan;           /* freed by the application while active */
+    int in_table;         /* in the handle table (not yet inserted, or orphaned: not) */
+    void *user;
+    int count;
+    MPI_Datatype dt;      /* referenced with gdte_ipo_dt_get (receives) */
+    gdte_type_h type;     /* referenced with gdte_type_retain */
+    gdte_ipo_kind_t kind;
+    MPI_Comm comm;
+    int64_t nbytes;
+    gdte_stage_t *stage;
+    UT_hash_handle hh;
+    struct gdte_ipo_req *next_orphan;
+} gdte_ipo_req_t;
+
+gdte_ipo_req_t *gdte_ipo_req_new(void);
+void gdte_ipo_req_insert(gdte_ipo_req_t *r);
+/* Release what the record holds and recycle it (removes it from the table when inserted). */
+void gdte_ipo_req_destroy(gdte_ipo_req_t *r);
+gdte_ipo_req_t *gdte_ipo_req_find(MPI_Request h);
+int64_t gdte_ipo_req_live(void);
+/* Receive side of a completion: unpack what arrived, make the status describe the user's
+ * datatype. `st` is a real status (never IGNORE). Returns an MPI error code. */
+int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt, gdte_type_h type,
+                         gdte_ipo_kind_t kind, const gdte_stage_t *stage, int64_t nbytes, MPI_Status *st);
+
+int gdte_ipo_wait(MPI_Request *req, MPI_Status *status);
+int gdte_ipo_test(MPI_Request *req, int *flag, MPI_Status *status);
+int gdte_ipo_waitall(int n, MPI_Request reqs[], MPI_Status statuses[]);
+int gdte_ipo_testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]);
+int gdte_ipo_waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status);
+int gdte_ipo_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status);
+int gdte_ipo_waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]);
+int gdte_ipo_testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]);
+int gdte_ipo_request_free(MPI_Request *req);
+int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status);
+int gdte_ipo_start(MPI_Request *req);
+int gdte_ipo_startall(int n, MPI_Request reqs[]);
+/* Complete every orphan (at MPI_Finalize). */
+void gdte_ipo_orphans_drain(void);
+
+/* ---- point to point (interpose_p2p.c) ---- */
+typedef enum { GDTE_IPO_STD = 0, GDTE_IPO_SYNC, GDTE_IPO_BUFFERED, GDTE_IPO_READY } gdte_ipo_mode_t;
+int gdte_ipo_send(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                  MPI_Comm comm);
+int gdte_ipo_isend(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *req);
+int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                       MPI_Comm comm, MPI_Request *req);
+int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int gdte_ipo_irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req);
+int gdte_ipo_recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                       MPI_Request *req);
+int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag, void *rbuf, int rcount,
+                      MPI_Datatype rdt, int source, int rtag, MPI_Comm comm, MPI_Status *status);
+int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int source, int rtag,
+                              MPI_Comm comm, MPI_Status *status);
+/* Pack a persistent send's user buffer into its staging (MPI_Start). */
+int gdte_ipo_persistent_pack(gdte_ipo_req_t *r);
+int gdte_ipo_pack(const void *inbuf, int incount, MPI_Datatype dt, void *outbuf, int outsize, int *position,
+                  MPI_Comm comm);
+int gdte_ipo_unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype dt,
+                    MPI_Comm comm);
+
+#endif

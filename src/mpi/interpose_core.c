@@ -1,0 +1,263 @@
+/*
+ * Interposer lifetime, the next-in-chain table, memory kinds, errors and datatype references.
+ *
+ * How calls reach the MPI. The library defines the MPI_* symbols and calls the *next*
+ * definition of each, found once with dlsym(RTLD_NEXT, "MPI_x"), not PMPI_x directly. With
+ * PMPI_x, a PMPI tool loaded after gdte (LD_PRELOAD="libgdte_mpi.so libtool.so") would never
+ * see the calls gdte makes; with RTLD_NEXT it sees them (as the MPI_PACKED transfers that really
+ * happen) and then reaches PMPI itself. A tool loaded before gdte bypasses gdte either way, so
+ * gdte must come first. PMPI_x is the fallback when no next definition exists (a static MPI).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "interpose.h"
+#include "import.h"
+#include "xfer.h"
+#include "engine/engine.h"
+#include "gpu/gpu.h"
+#include "kernels/devplan.h"
+#include "util/util.h"
+
+gdte_ipo_next_t gdte_ipo_next_g;
+_Atomic int gdte_ipo_on_g;
+gdte_ipo_counters_t gdte_ipo_cnt_g;
+
+static int fake_on;
+static int gdte_started;
+
+__attribute__((constructor)) static void ipo_resolve_next(void)
+{
+#define GDTE_X_RESOLVE(name)                                                                  \
+    gdte_ipo_next_g.name = (__typeof__(gdte_ipo_next_g.name))dlsym(RTLD_NEXT, "MPI_" #name); \
+    if (!gdte_ipo_next_g.name) gdte_ipo_next_g.name = PMPI_##name;
+    GDTE_IPO_NEXT_LIST(GDTE_X_RESOLVE)
+#undef GDTE_X_RESOLVE
+}
+
+int gdte_ipo_init(void)
+{
+    /* Knobs first: GDTE_DISABLE must keep gdte from touching the GPU runtime at all. */
+    gdte_status_t st = gdte_knobs_load();
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    gdte_log_set_rank(rank);
+    if (st == GDTE_OK && gdte_knob(GDTE_KNOB_DISABLE)) {
+        gdte_info("GDTE_DISABLE=1: every MPI call goes to the MPI untouched");
+        return MPI_SUCCESS;
+    }
+    if (st == GDTE_OK) st = gdte_init(NULL);
+    if (st == GDTE_OK) {
+        gdte_started = 1;
+        st = gdte_stage_init();
+    }
+    if (st != GDTE_OK) return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Init", st);
+    gdte_log_set_rank(rank);
+    fake_on = (int)gdte_knob(GDTE_KNOB_FAKE_DEVICE);
+    gdte_info("interposer on: GPU %s, fake device %s", gdte_gpu_available() ? "available" : "absent",
+              fake_on ? "on" : "off");
+    atomic_store_explicit(&gdte_ipo_on_g, 1, memory_order_release);
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_finalize(void)
+{
+    if (gdte_ipo_on()) {
+        gdte_ipo_orphans_drain();
+        atomic_store_explicit(&gdte_ipo_on_g, 0, memory_order_release);
+    }
+    int rc = IPO_NEXT(Finalize)();
+    if (gdte_started) {
+        if (gdte_ipo_req_live() > 0)
+            gdte_warn("%lld device requests never completed before MPI_Finalize", (long long)gdte_ipo_req_live());
+        gdte_xfer_finalize();
+        gdte_stage_finalize();
+        gdte_finalize();
+        gdte_started = 0;
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt)
+{
+    if (count == 0) return GDTE_IPO_HOST;
+    int gpu = gdte_gpu_available();
+    if (!gpu && !fake_on) return GDTE_IPO_HOST;
+    const void *probe = buf;
+    if (!buf) {
+        /* MPI_BOTTOM with absolute displacements: the first byte touched is the true lb. */
+        MPI_Count lb = 0, ext = 0;
+        if (PMPI_Type_get_true_extent_x(dt, &lb, &ext) != MPI_SUCCESS || ext == 0) return GDTE_IPO_HOST;
+        probe = (const char *)buf + lb;
+    }
+    if (fake_on && gdte_fake_contains(probe)) return GDTE_IPO_FAKE;
+    if (gpu) {
+        gdte_mem_info_t mi;
+        /* Managed memory is host-accessible: the MPI moves it correctly itself. */
+        if (gdte_mem_query(probe, &mi) == GDTE_OK && mi.kind == GDTE_MEM_DEVICE) return GDTE_IPO_DEVICE;
+    }
+    return GDTE_IPO_HOST;
+}
+
+int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st)
+{
+    int code = gdte_mpi_status_to_mpi_error(st);
+    if (code == MPI_SUCCESS) code = MPI_ERR_INTERN;
+    /* Printed whatever GDTE_LOG says: under MPI_ERRORS_ARE_FATAL the next line is the abort. */
+    fprintf(stderr, "[gdte] %s on a device buffer failed: %s (%s)\n", fn, gdte_status_string(st),
+            gdte_status_name(st));
+    fflush(stderr);
+    if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
+    PMPI_Comm_call_errhandler(comm, code);
+    return code;
+}
+
+gdte_status_t gdte_ipo_type(MPI_Datatype dt, int count, gdte_type_h *type_p, int64_t *nbytes_p)
+{
+    gdte_type_h t;
+    gdte_status_t st = gdte_mpi_type_import(dt, &t);
+    if (st != GDTE_OK) {
+        gdte_error("cannot import the MPI datatype for a device buffer: %s", gdte_status_string(st));
+        return st;
+    }
+    int64_t n;
+    if ((st = gdte_type_pack_size(count, t, &n)) != GDTE_OK) return st;
+    /* The packed stream travels as `n` MPI_PACKED elements: an int count. */
+    if (n > INT32_MAX) {
+        gdte_error("device message of %lld bytes exceeds the %d bytes one MPI_PACKED transfer can carry",
+                   (long long)n, INT32_MAX);
+        return GDTE_ERR_OVERFLOW;
+    }
+    *type_p = t;
+    *nbytes_p = n;
+    return GDTE_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Datatype references. Entries stay in the table with zero references (no allocation per
+ * message in steady state) and leave it when the datatype is really freed. */
+typedef struct dtref {
+    MPI_Datatype dt;
+    int64_t refs;
+    int pending_frees; /* MPI_Type_free calls deferred until refs drops to zero */
+    UT_hash_handle hh;
+} dtref_t;
+
+static pthread_mutex_t dt_lock = PTHREAD_MUTEX_INITIALIZER;
+static dtref_t *dt_table;
+
+void gdte_ipo_dt_get(MPI_Datatype dt)
+{
+    pthread_mutex_lock(&dt_lock);
+    dtref_t *e;
+    HASH_FIND(hh, dt_table, &dt, sizeof dt, e);
+    if (!e && (e = calloc(1, sizeof *e))) {
+        e->dt = dt;
+        HASH_ADD(hh, dt_table, dt, sizeof e->dt, e);
+    }
+    if (e) e->refs++;
+    pthread_mutex_unlock(&dt_lock);
+}
+
+void gdte_ipo_dt_put(MPI_Datatype dt)
+{
+    int frees = 0;
+    pthread_mutex_lock(&dt_lock);
+    dtref_t *e;
+    HASH_FIND(hh, dt_table, &dt, sizeof dt, e);
+    if (e && --e->refs == 0 && e->pending_frees) {
+        frees = e->pending_frees;
+        HASH_DEL(dt_table, e);
+        free(e);
+    }
+    pthread_mutex_unlock(&dt_lock);
+    for (int i = 0; i < frees; i++) {
+        MPI_Datatype d = dt;
+        IPO_NEXT(Type_free)(&d);
+    }
+}
+
+int gdte_ipo_type_free(MPI_Datatype *dt)
+{
+    if (!dt) return IPO_NEXT(Type_free)(dt);
+    pthread_mutex_lock(&dt_lock);
+    dtref_t *e;
+    HASH_FIND(hh, dt_table, dt, sizeof *dt, e);
+    if (e && e->refs > 0) {
+        /* A receive in flight still needs the datatype for its status: MPI lets the
+         * application free it now, so the real free waits for that request. */
+        e->pending_frees++;
+        pthread_mutex_unlock(&dt_lock);
+        gdte_ipo_cnt_g.deferred_type_frees++;
+        *dt = MPI_DATATYPE_NULL;
+        return MPI_SUCCESS;
+    }
+    if (e) {
+        HASH_DEL(dt_table, e);
+        free(e);
+    }
+    pthread_mutex_unlock(&dt_lock);
+    return IPO_NEXT(Type_free)(dt);
+}
+
+int gdte_ipo_type_commit(MPI_Datatype *dt)
+{
+    int rc = IPO_NEXT(Type_commit)(dt);
+    if (rc != MPI_SUCCESS || !dt) return rc;
+    /* Build the canonical form and plan now, and upload it, so the first device message with
+     * this type pays nothing for it. A type gdte cannot import stays fully usable on host
+     * buffers: only a device message with it will report the error. */
+    gdte_type_h t;
+    gdte_status_t st = gdte_mpi_type_import(*dt, &t);
+    if (st != GDTE_OK) {
+        gdte_info("MPI_Type_commit: no gdte plan for this datatype (%s)", gdte_status_string(st));
+        return rc;
+    }
+    /* Only irregular (UNITS) plans have a device part; strided ones travel as kernel
+     * arguments. */
+    gdte_type_info_t info;
+    const gdte_unit_t *dunits;
+    if (gdte_gpu_available() && gdte_type_get_info(t, &info) == GDTE_OK && info.layout == GDTE_LAYOUT_UNITS &&
+        (st = gdte_devplan_units(t, &dunits)) != GDTE_OK)
+        gdte_info("MPI_Type_commit: plan upload deferred to first use (%s)", gdte_status_string(st));
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Exported for tests and benchmarks: counters by name, -1 for an unknown name. */
+GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
+{
+    if (!name) return -1;
+    gdte_stage_stats_t ss;
+    gdte_stage_get_stats(&ss);
+    struct {
+        const char *n;
+        int64_t v;
+    } tab[] = {
+        {"sends", gdte_ipo_cnt_g.sends},
+        {"recvs", gdte_ipo_cnt_g.recvs},
+        {"bytes_packed", gdte_ipo_cnt_g.bytes_packed},
+        {"bytes_unpacked", gdte_ipo_cnt_g.bytes_unpacked},
+        {"packs", gdte_ipo_cnt_g.packs},
+        {"unpacks", gdte_ipo_cnt_g.unpacks},
+        {"status_fixed", gdte_ipo_cnt_g.status_fixed},
+        {"deferred_type_frees", gdte_ipo_cnt_g.deferred_type_frees},
+        {"orphans", gdte_ipo_cnt_g.orphans},
+        {"requests_live", gdte_ipo_req_live()},
+        {"fragments", gdte_xfer_fragments()},
+        {"zero_copies", gdte_xfer_zero_copies()},
+        {"stage_allocs", ss.allocs},
+        {"stage_reuses", ss.reuses},
+        {"stage_overflows", ss.overflows},
+        {"stage_bytes_held", ss.bytes_held},
+        {"stage_bytes_in_use", ss.bytes_in_use},
+        {"active", gdte_ipo_on()},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcmp(tab[i].n, name)) return tab[i].v;
+    return -1;
+}

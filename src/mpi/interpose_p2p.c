@@ -1,0 +1,457 @@
+/*
+ * Point-to-point on device buffers, the copy-in/copy-out way under an MPI that cannot touch
+ * device memory.
+ *
+ * A device send packs its data (gdte kernels, fragment by fragment, see xfer.h) into pinned
+ * host staging and hands the MPI `nbytes` of MPI_PACKED on the application's own (comm, dest,
+ * tag). MPI_PACKED matches any receive type and, on a homogeneous system, the packed stream is
+ * byte for byte what a typed receive expects, so matching, ordering, wildcards, probes, counts
+ * and truncation stay the MPI's own, and a receiver that gdte does not intercept (a host
+ * buffer, another process without gdte) receives correctly. The pack completes inside the
+ * call, before the MPI sees the message: a later send on the same (comm, dest, tag) can never
+ * overtake it.
+ *
+ * A device receive posts `nbytes` of MPI_PACKED into staging, and on completion unpacks what
+ * arrived into the device buffer (interpose_req.c) and restates the status in the user's
+ * datatype. A longer message is truncated by the MPI into the staging buffer, so nothing past
+ * the user's data is ever written.
+ *
+ * Zero-size messages and MPI_PROC_NULL go to the MPI untouched: it never reads or writes the
+ * buffer for them.
+ */
+#include <string.h>
+#include "interpose.h"
+#include "xfer.h"
+#include "engine/engine.h"
+#include "gpu/gpu.h"
+#include "util/util.h"
+
+static int next_send(gdte_ipo_mode_t m, const void *b, int n, MPI_Datatype dt, int dest, int tag, MPI_Comm c)
+{
+    switch (m) {
+    case GDTE_IPO_SYNC: return IPO_NEXT(Ssend)(b, n, dt, dest, tag, c);
+    case GDTE_IPO_BUFFERED: return IPO_NEXT(Bsend)(b, n, dt, dest, tag, c);
+    case GDTE_IPO_READY: return IPO_NEXT(Rsend)(b, n, dt, dest, tag, c);
+    default: return IPO_NEXT(Send)(b, n, dt, dest, tag, c);
+    }
+}
+
+static int next_isend(gdte_ipo_mode_t m, const void *b, int n, MPI_Datatype dt, int dest, int tag, MPI_Comm c,
+                      MPI_Request *r)
+{
+    switch (m) {
+    case GDTE_IPO_SYNC: return IPO_NEXT(Issend)(b, n, dt, dest, tag, c, r);
+    case GDTE_IPO_BUFFERED: return IPO_NEXT(Ibsend)(b, n, dt, dest, tag, c, r);
+    case GDTE_IPO_READY: return IPO_NEXT(Irsend)(b, n, dt, dest, tag, c, r);
+    default: return IPO_NEXT(Isend)(b, n, dt, dest, tag, c, r);
+    }
+}
+
+static int next_send_init(gdte_ipo_mode_t m, const void *b, int n, MPI_Datatype dt, int dest, int tag, MPI_Comm c,
+                          MPI_Request *r)
+{
+    switch (m) {
+    case GDTE_IPO_SYNC: return IPO_NEXT(Ssend_init)(b, n, dt, dest, tag, c, r);
+    case GDTE_IPO_BUFFERED: return IPO_NEXT(Bsend_init)(b, n, dt, dest, tag, c, r);
+    case GDTE_IPO_READY: return IPO_NEXT(Rsend_init)(b, n, dt, dest, tag, c, r);
+    default: return IPO_NEXT(Send_init)(b, n, dt, dest, tag, c, r);
+    }
+}
+
+/* The gdte view of a device message: its type and packed size. *nbytes_p == 0 means the MPI
+ * can take the message as it is. */
+typedef struct msg {
+    gdte_type_h type;
+    int64_t nbytes;
+    gdte_stage_t *stage;
+} msg_t;
+
+static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, msg_t *m)
+{
+    memset(m, 0, sizeof *m);
+    gdte_status_t st = gdte_ipo_type(dt, count, &m->type, &m->nbytes);
+    if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
+    if (m->nbytes == 0) return MPI_SUCCESS;
+    st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)m->nbytes, &m->stage);
+    if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
+    return MPI_SUCCESS;
+}
+
+/* Prepare and pack a device send into staging. */
+static int msg_pack(const char *fn, MPI_Comm comm, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
+                    msg_t *m)
+{
+    int rc = msg_prepare(fn, comm, dt, count, m);
+    if (rc != MPI_SUCCESS || m->nbytes == 0) return rc;
+    gdte_status_t st = gdte_xfer_pack_to_host(buf, count, m->type, kind == GDTE_IPO_FAKE, m->stage->ptr,
+                                              m->stage->pinned, m->nbytes);
+    if (st != GDTE_OK) {
+        gdte_stage_release(m->stage);
+        m->stage = NULL;
+        return gdte_ipo_fail(comm, fn, st);
+    }
+    gdte_ipo_cnt_g.sends++;
+    gdte_ipo_cnt_g.bytes_packed += m->nbytes;
+    return MPI_SUCCESS;
+}
+
+static const char *send_name(gdte_ipo_mode_t m, int nonblocking)
+{
+    static const char *names[2][4] = {{"MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend"},
+                                      {"MPI_Isend", "MPI_Issend", "MPI_Ibsend", "MPI_Irsend"}};
+    return names[nonblocking][m];
+}
+
+int gdte_ipo_send(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                  MPI_Comm comm)
+{
+    gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    if (kind == GDTE_IPO_HOST) return next_send(mode, buf, count, dt, dest, tag, comm);
+    msg_t m;
+    int rc = msg_pack(send_name(mode, 0), comm, buf, count, dt, kind, &m);
+    if (rc != MPI_SUCCESS) return rc;
+    if (m.nbytes == 0) return next_send(mode, buf, count, dt, dest, tag, comm);
+    /* A buffered send copies into the attached buffer before returning, so the staging can go
+     * back at once in every mode. */
+    rc = next_send(mode, m.stage->ptr, (int)m.nbytes, MPI_PACKED, dest, tag, comm);
+    gdte_stage_release(m.stage);
+    return rc;
+}
+
+int gdte_ipo_isend(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *req)
+{
+    gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    if (kind == GDTE_IPO_HOST) return next_isend(mode, buf, count, dt, dest, tag, comm, req);
+    const char *fn = send_name(mode, 1);
+    gdte_ipo_req_t *r = gdte_ipo_req_new();
+    if (!r) return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
+    msg_t m;
+    int rc = msg_pack(fn, comm, buf, count, dt, kind, &m);
+    if (rc != MPI_SUCCESS || m.nbytes == 0) {
+        gdte_ipo_req_destroy(r);
+        return rc != MPI_SUCCESS ? rc : next_isend(mode, buf, count, dt, dest, tag, comm, req);
+    }
+    rc = next_isend(mode, m.stage->ptr, (int)m.nbytes, MPI_PACKED, dest, tag, comm, req);
+    if (rc != MPI_SUCCESS) {
+        gdte_stage_release(m.stage);
+        gdte_ipo_req_destroy(r);
+        return rc;
+    }
+    r->handle = *req;
+    r->active = 1;
+    r->kind = kind;
+    r->comm = comm;
+    r->dt = MPI_DATATYPE_NULL;
+    r->nbytes = m.nbytes;
+    r->stage = m.stage;
+    gdte_ipo_req_insert(r);
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                       MPI_Comm comm, MPI_Request *req)
+{
+    gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    if (kind == GDTE_IPO_HOST) return next_send_init(mode, buf, count, dt, dest, tag, comm, req);
+    static const char *names[4] = {"MPI_Send_init", "MPI_Ssend_init", "MPI_Bsend_init", "MPI_Rsend_init"};
+    msg_t m;
+    int rc = msg_prepare(names[mode], comm, dt, count, &m);
+    if (rc != MPI_SUCCESS) return rc;
+    if (m.nbytes == 0) return next_send_init(mode, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_req_t *r = gdte_ipo_req_new();
+    if (!r) {
+        gdte_stage_release(m.stage);
+        return gdte_ipo_fail(comm, names[mode], GDTE_ERR_NO_MEMORY);
+    }
+    /* The staging belongs to the request for its whole life: each MPI_Start packs into it. */
+    rc = next_send_init(mode, m.stage->ptr, (int)m.nbytes, MPI_PACKED, dest, tag, comm, req);
+    r->dt = MPI_DATATYPE_NULL;
+    r->stage = m.stage;
+    if (rc != MPI_SUCCESS) {
+        gdte_ipo_req_destroy(r);
+        return rc;
+    }
+    gdte_type_retain(m.type);
+    r->handle = *req;
+    r->persistent = 1;
+    r->user = (void *)buf;
+    r->count = count;
+    r->type = m.type;
+    r->kind = kind;
+    r->comm = comm;
+    r->nbytes = m.nbytes;
+    gdte_ipo_req_insert(r);
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_persistent_pack(gdte_ipo_req_t *r)
+{
+    gdte_status_t st = gdte_xfer_pack_to_host(r->user, r->count, r->type, r->kind == GDTE_IPO_FAKE, r->stage->ptr,
+                                              r->stage->pinned, r->nbytes);
+    if (st != GDTE_OK) return gdte_ipo_fail(r->comm, "MPI_Start", st);
+    gdte_ipo_cnt_g.sends++;
+    gdte_ipo_cnt_g.bytes_packed += r->nbytes;
+    return MPI_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+    gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    if (kind == GDTE_IPO_HOST) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
+    msg_t m;
+    int rc = msg_prepare("MPI_Recv", comm, dt, count, &m);
+    if (rc != MPI_SUCCESS) return rc;
+    if (m.nbytes == 0) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
+    MPI_Status st;
+    rc = IPO_NEXT(Recv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, source, tag, comm, &st);
+    int eclass = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+    int erc = MPI_SUCCESS;
+    if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
+        gdte_ipo_cnt_g.recvs++;
+        erc = gdte_ipo_recv_finish(comm, "MPI_Recv", buf, count, dt, m.type, kind, m.stage, m.nbytes, &st);
+    }
+    gdte_stage_release(m.stage);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc != MPI_SUCCESS ? rc : erc;
+}
+
+/* A receive request record (nonblocking or persistent). */
+static int recv_request(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                        MPI_Request *req)
+{
+    const char *fn = persistent ? "MPI_Recv_init" : "MPI_Irecv";
+    gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    if (kind == GDTE_IPO_HOST)
+        return persistent ? IPO_NEXT(Recv_init)(buf, count, dt, source, tag, comm, req)
+                          : IPO_NEXT(Irecv)(buf, count, dt, source, tag, comm, req);
+    msg_t m;
+    int rc = msg_prepare(fn, comm, dt, count, &m);
+    if (rc != MPI_SUCCESS) return rc;
+    if (m.nbytes == 0)
+        return persistent ? IPO_NEXT(Recv_init)(buf, count, dt, source, tag, comm, req)
+                          : IPO_NEXT(Irecv)(buf, count, dt, source, tag, comm, req);
+    gdte_ipo_req_t *r = gdte_ipo_req_new();
+    if (!r) {
+        gdte_stage_release(m.stage);
+        return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
+    }
+    rc = persistent ? IPO_NEXT(Recv_init)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, source, tag, comm, req)
+                    : IPO_NEXT(Irecv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, source, tag, comm, req);
+    r->dt = MPI_DATATYPE_NULL;
+    r->stage = m.stage;
+    if (rc != MPI_SUCCESS) {
+        gdte_ipo_req_destroy(r);
+        return rc;
+    }
+    gdte_type_retain(m.type);
+    gdte_ipo_dt_get(dt);
+    r->handle = *req;
+    r->is_recv = 1;
+    r->persistent = persistent;
+    r->active = !persistent;
+    r->user = buf;
+    r->count = count;
+    r->dt = dt;
+    r->type = m.type;
+    r->kind = kind;
+    r->comm = comm;
+    r->nbytes = m.nbytes;
+    if (!persistent) gdte_ipo_cnt_g.recvs++;
+    gdte_ipo_req_insert(r);
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    return recv_request(0, buf, count, dt, source, tag, comm, req);
+}
+
+int gdte_ipo_recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    return recv_request(1, buf, count, dt, source, tag, comm, req);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag, void *rbuf, int rcount,
+                      MPI_Datatype rdt, int source, int rtag, MPI_Comm comm, MPI_Status *status)
+{
+    gdte_ipo_kind_t sk = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(sbuf, scount, sdt);
+    gdte_ipo_kind_t rk = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(rbuf, rcount, rdt);
+    if (sk == GDTE_IPO_HOST && rk == GDTE_IPO_HOST)
+        return IPO_NEXT(Sendrecv)(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
+    msg_t ms = {0}, mr = {0};
+    int rc;
+    const void *sb = sbuf;
+    int sc = scount;
+    MPI_Datatype st_ = sdt;
+    void *rb = rbuf;
+    int rcn = rcount;
+    MPI_Datatype rt = rdt;
+    if (sk != GDTE_IPO_HOST) {
+        if ((rc = msg_pack("MPI_Sendrecv", comm, sbuf, scount, sdt, sk, &ms)) != MPI_SUCCESS) return rc;
+        if (ms.nbytes) {
+            sb = ms.stage->ptr;
+            sc = (int)ms.nbytes;
+            st_ = MPI_PACKED;
+        }
+    }
+    if (rk != GDTE_IPO_HOST) {
+        if ((rc = msg_prepare("MPI_Sendrecv", comm, rdt, rcount, &mr)) != MPI_SUCCESS) {
+            gdte_stage_release(ms.stage);
+            return rc;
+        }
+        if (mr.nbytes) {
+            rb = mr.stage->ptr;
+            rcn = (int)mr.nbytes;
+            rt = MPI_PACKED;
+        }
+    }
+    MPI_Status st;
+    rc = IPO_NEXT(Sendrecv)(sb, sc, st_, dest, stag, rb, rcn, rt, source, rtag, comm, &st);
+    gdte_stage_release(ms.stage);
+    int erc = MPI_SUCCESS;
+    if (mr.stage) {
+        int eclass = MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+        if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
+            gdte_ipo_cnt_g.recvs++;
+            erc = gdte_ipo_recv_finish(comm, "MPI_Sendrecv", rbuf, rcount, rdt, mr.type, rk, mr.stage, mr.nbytes, &st);
+        }
+        gdte_stage_release(mr.stage);
+    }
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc != MPI_SUCCESS ? rc : erc;
+}
+
+int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int source, int rtag,
+                              MPI_Comm comm, MPI_Status *status)
+{
+    gdte_ipo_kind_t k = gdte_ipo_buf_kind(buf, count, dt);
+    if (k == GDTE_IPO_HOST) return IPO_NEXT(Sendrecv_replace)(buf, count, dt, dest, stag, source, rtag, comm, status);
+    /* Two staging buffers: the outgoing stream must be read in full before the incoming one
+     * lands, which the MPI's own replace does with a temporary of its own. */
+    msg_t ms, mr;
+    int rc = msg_pack("MPI_Sendrecv_replace", comm, buf, count, dt, k, &ms);
+    if (rc != MPI_SUCCESS) return rc;
+    if (ms.nbytes == 0) return IPO_NEXT(Sendrecv_replace)(buf, count, dt, dest, stag, source, rtag, comm, status);
+    if ((rc = msg_prepare("MPI_Sendrecv_replace", comm, dt, count, &mr)) != MPI_SUCCESS) {
+        gdte_stage_release(ms.stage);
+        return rc;
+    }
+    MPI_Status st;
+    rc = IPO_NEXT(Sendrecv)(ms.stage->ptr, (int)ms.nbytes, MPI_PACKED, dest, stag, mr.stage->ptr, (int)mr.nbytes,
+                            MPI_PACKED, source, rtag, comm, &st);
+    gdte_stage_release(ms.stage);
+    int eclass = MPI_SUCCESS, erc = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+    if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
+        gdte_ipo_cnt_g.recvs++;
+        erc = gdte_ipo_recv_finish(comm, "MPI_Sendrecv_replace", buf, count, dt, mr.type, k, mr.stage, mr.nbytes, &st);
+    }
+    gdte_stage_release(mr.stage);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc != MPI_SUCCESS ? rc : erc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* MPI_Pack / MPI_Unpack with a device buffer on either side. The packed bytes are gdte's
+ * stream, which equals MPI_Pack's on a homogeneous system, so a buffer packed here unpacks
+ * with the MPI's own MPI_Unpack and the other way round. `position` advances by the packed
+ * size; a buffer too small is MPI_ERR_TRUNCATE with nothing written, as the MPI does. */
+
+static int host_side(gdte_ipo_kind_t k) { return k != GDTE_IPO_DEVICE; }
+
+static gdte_status_t exec_direct(int unpack, void *user, int count, gdte_type_h t, void *packed, int64_t n, int host)
+{
+    gdte_pack_params_t p = {0};
+    if (host) {
+        p.field_mask = GDTE_PACK_FIELD_FLAGS;
+        p.flags = GDTE_PACK_FLAG_HOST;
+    }
+    int64_t done = 0;
+    gdte_status_t st = unpack ? gdte_unpack(packed, n, user, count, t, &p, &done)
+                              : gdte_pack(user, count, t, packed, n, &p, &done);
+    return st == GDTE_OK && done != n ? GDTE_ERR_INTERNAL : st;
+}
+
+/* One side is real device memory and the other host-addressable: bounce the packed stream
+ * through pinned staging. */
+static gdte_status_t exec_bounce(int unpack, void *user, int count, gdte_type_h t, void *packed, int64_t n,
+                                 int user_on_device)
+{
+    if (user_on_device) {
+        /* Pipelined kernels + copies straight between the device data and host bytes. */
+        return unpack ? gdte_xfer_unpack_from_host(packed, 0, n, user, count, t, 0)
+                      : gdte_xfer_pack_to_host(user, count, t, 0, packed, 0, n);
+    }
+    /* Host data, packed bytes on the device: host executor into staging, one copy. */
+    gdte_stage_t *s;
+    gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)n, &s);
+    if (st != GDTE_OK) return st;
+    if (unpack) {
+        st = gdte_gpu_memcpy(s->ptr, packed, (size_t)n);
+        if (st == GDTE_OK) st = exec_direct(1, user, count, t, s->ptr, n, 1);
+    } else {
+        st = exec_direct(0, user, count, t, s->ptr, n, 1);
+        if (st == GDTE_OK) st = gdte_gpu_memcpy(packed, s->ptr, (size_t)n);
+    }
+    gdte_stage_release(s);
+    return st;
+}
+
+static int pack_common(int unpack, void *user, int count, MPI_Datatype dt, void *pbuf, int psize, int *position,
+                       MPI_Comm comm, gdte_ipo_kind_t uk, gdte_ipo_kind_t pk)
+{
+    const char *fn = unpack ? "MPI_Unpack" : "MPI_Pack";
+    gdte_type_h t;
+    int64_t n;
+    gdte_status_t st = gdte_ipo_type(dt, count, &t, &n);
+    if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
+    if (!position || *position < 0 || (int64_t)*position + n > (int64_t)psize) {
+        /* Not gdte's failure: the MPI's own error, through the same handler. */
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_TRUNCATE);
+        return MPI_ERR_TRUNCATE;
+    }
+    char *p = (char *)pbuf + *position;
+    if (n > 0) {
+        if (host_side(uk) && host_side(pk))
+            st = exec_direct(unpack, user, count, t, p, n, 1);
+        else if (!host_side(uk) && !host_side(pk))
+            st = exec_direct(unpack, user, count, t, p, n, 0);
+        else
+            st = exec_bounce(unpack, user, count, t, p, n, !host_side(uk));
+        if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
+    }
+    *position += (int)n;
+    if (unpack) {
+        gdte_ipo_cnt_g.unpacks++;
+        gdte_ipo_cnt_g.bytes_unpacked += n;
+    } else {
+        gdte_ipo_cnt_g.packs++;
+        gdte_ipo_cnt_g.bytes_packed += n;
+    }
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_pack(const void *inbuf, int incount, MPI_Datatype dt, void *outbuf, int outsize, int *position,
+                  MPI_Comm comm)
+{
+    gdte_ipo_kind_t uk = gdte_ipo_buf_kind(inbuf, incount, dt);
+    gdte_ipo_kind_t pk = incount && outbuf ? gdte_ipo_buf_kind(outbuf, 1, MPI_BYTE) : GDTE_IPO_HOST;
+    if (uk == GDTE_IPO_HOST && pk == GDTE_IPO_HOST)
+        return IPO_NEXT(Pack)(inbuf, incount, dt, outbuf, outsize, position, comm);
+    return pack_common(0, (void *)inbuf, incount, dt, outbuf, outsize, position, comm, uk, pk);
+}
+
+int gdte_ipo_unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype dt,
+                    MPI_Comm comm)
+{
+    gdte_ipo_kind_t uk = gdte_ipo_buf_kind(outbuf, outcount, dt);
+    gdte_ipo_kind_t pk = outcount && inbuf ? gdte_ipo_buf_kind(inbuf, 1, MPI_BYTE) : GDTE_IPO_HOST;
+    if (uk == GDTE_IPO_HOST && pk == GDTE_IPO_HOST)
+        return IPO_NEXT(Unpack)(inbuf, insize, position, outbuf, outcount, dt, comm);
+    return pack_common(1, outbuf, outcount, dt, (void *)inbuf, insize, position, comm, uk, pk);
+}

@@ -1,0 +1,415 @@
+/*
+ * Request bookkeeping. A device message's request is the MPI's own request on the staging
+ * buffer: the application holds it, MPI matches, completes, cancels and probes it as usual.
+ * gdte only remembers, per request handle, what completion must do: unpack a receive into the
+ * device buffer and fix its status, give the staging back. Completion calls look handles up
+ * *before* calling the MPI (which overwrites them with MPI_REQUEST_NULL); with no gdte request
+ * alive they cost one atomic load.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "interpose.h"
+#include "xfer.h"
+#include "engine/engine.h"
+#include "util/util.h"
+
+static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
+static gdte_ipo_req_t *req_table;
+static gdte_ipo_req_t *req_free;    /* recycled records: no allocation per message */
+static gdte_ipo_req_t *orphans;     /* freed by the application while active */
+static _Atomic int64_t req_live;    /* records in the table */
+static _Atomic int64_t orphan_count;
+
+int64_t gdte_ipo_req_live(void) { return req_live; }
+
+gdte_ipo_req_t *gdte_ipo_req_new(void)
+{
+    pthread_mutex_lock(&req_lock);
+    gdte_ipo_req_t *r = req_free;
+    if (r) req_free = r->next_orphan;
+    pthread_mutex_unlock(&req_lock);
+    if (!r) r = malloc(sizeof *r);
+    if (r) memset(r, 0, sizeof *r);
+    return r;
+}
+
+void gdte_ipo_req_insert(gdte_ipo_req_t *r)
+{
+    pthread_mutex_lock(&req_lock);
+    HASH_ADD(hh, req_table, handle, sizeof r->handle, r);
+    r->in_table = 1;
+    req_live++;
+    pthread_mutex_unlock(&req_lock);
+}
+
+gdte_ipo_req_t *gdte_ipo_req_find(MPI_Request h)
+{
+    if (h == MPI_REQUEST_NULL || atomic_load_explicit(&req_live, memory_order_acquire) == 0) return NULL;
+    gdte_ipo_req_t *r;
+    pthread_mutex_lock(&req_lock);
+    HASH_FIND(hh, req_table, &h, sizeof h, r);
+    pthread_mutex_unlock(&req_lock);
+    return r;
+}
+
+/* Unlink (table or orphan list) and recycle. */
+void gdte_ipo_req_destroy(gdte_ipo_req_t *r)
+{
+    if (r->stage) gdte_stage_release(r->stage);
+    if (r->type) gdte_type_release(r->type);
+    if (r->is_recv && r->dt != MPI_DATATYPE_NULL) gdte_ipo_dt_put(r->dt);
+    pthread_mutex_lock(&req_lock);
+    if (r->in_table) {
+        HASH_DEL(req_table, r);
+        req_live--;
+    }
+    r->next_orphan = req_free;
+    req_free = r;
+    pthread_mutex_unlock(&req_lock);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt, gdte_type_h type,
+                         gdte_ipo_kind_t kind, const gdte_stage_t *stage, int64_t nbytes, MPI_Status *st)
+{
+    int cancelled = 0;
+    PMPI_Test_cancelled(st, &cancelled);
+    if (cancelled) return MPI_SUCCESS;
+    MPI_Count got = 0;
+    PMPI_Get_elements_x(st, MPI_BYTE, &got);
+    /* A longer message was truncated by the MPI, which reports its full length: only the
+     * `nbytes` that fit are in staging, and only those reach the user's buffer. */
+    int truncated = got > nbytes;
+    int64_t n = truncated ? nbytes : (int64_t)got;
+    if (n > 0) {
+        gdte_status_t s = gdte_xfer_unpack_from_host(stage->ptr, stage->pinned, n, user, count, type,
+                                                     kind == GDTE_IPO_FAKE);
+        if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
+        gdte_ipo_cnt_g.bytes_unpacked += n;
+    }
+    if (truncated) return MPI_SUCCESS; /* the status stays the MPI's, as for a host receive */
+    /* The status describes MPI_PACKED bytes; state it in the user's datatype so
+     * MPI_Get_count/Get_elements with that type answer as for a typed receive. A partial last
+     * element (a sender's signature that does not match) keeps the MPI's byte count, from
+     * which MPI derives the same answers. */
+    int64_t size = 0;
+    if (gdte_type_pack_size(1, type, &size) == GDTE_OK && size > 0 && n % size == 0) {
+        uint64_t hash;
+        int64_t nelems;
+        if (gdte_type_signature(n / size, type, &hash, &nelems) == GDTE_OK &&
+            PMPI_Status_set_elements_x(st, dt, (MPI_Count)nelems) == MPI_SUCCESS)
+            gdte_ipo_cnt_g.status_fixed++;
+    }
+    return MPI_SUCCESS;
+}
+
+/* What completion of a gdte request does. `st` is a real status; `rc` what the MPI reported
+ * for this request. Returns the request's final error code. */
+static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *fn)
+{
+    int erc = MPI_SUCCESS;
+    int eclass = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+    if (r->is_recv && !r->unpacked && (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE))
+        erc = gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes, st);
+    if (r->persistent && !r->orphan) {
+        r->active = 0;
+        r->unpacked = 0;
+        return rc != MPI_SUCCESS ? rc : erc;
+    }
+    if (r->persistent) {
+        /* An orphaned persistent request: the application freed it while active. */
+        MPI_Request h = r->handle;
+        IPO_NEXT(Request_free)(&h);
+    }
+    gdte_ipo_req_destroy(r);
+    return rc != MPI_SUCCESS ? rc : erc;
+}
+
+/* Orphans: progressed from every completion call, since nobody else will wait on them. */
+static void orphans_progress(int block)
+{
+    if (atomic_load_explicit(&orphan_count, memory_order_acquire) == 0) return;
+    pthread_mutex_lock(&req_lock);
+    gdte_ipo_req_t *list = orphans;
+    orphans = NULL;
+    pthread_mutex_unlock(&req_lock);
+    gdte_ipo_req_t *keep = NULL;
+    while (list) {
+        gdte_ipo_req_t *r = list;
+        list = r->next_orphan;
+        MPI_Status st;
+        int flag = 0, rc;
+        if (block) {
+            rc = IPO_NEXT(Wait)(&r->handle, &st);
+            flag = 1;
+        } else {
+            rc = IPO_NEXT(Test)(&r->handle, &flag, &st);
+        }
+        if (flag) {
+            orphan_count--;
+            complete_one(r, &st, rc, "MPI_Request_free (completion)");
+        } else {
+            r->next_orphan = keep;
+            keep = r;
+        }
+    }
+    if (keep) {
+        pthread_mutex_lock(&req_lock);
+        gdte_ipo_req_t *last = keep;
+        while (last->next_orphan) last = last->next_orphan;
+        last->next_orphan = orphans;
+        orphans = keep;
+        pthread_mutex_unlock(&req_lock);
+    }
+}
+
+void gdte_ipo_orphans_drain(void) { orphans_progress(1); }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Per-thread scratch for handle snapshots and statuses: grows, never shrinks, so completion
+ * calls allocate nothing in steady state. */
+static _Thread_local MPI_Request *snap_req;
+static _Thread_local MPI_Status *snap_st;
+static _Thread_local size_t snap_cap;
+
+static int snapshot(int n, const MPI_Request reqs[])
+{
+    if ((size_t)n > snap_cap) {
+        size_t c = (size_t)n < 64 ? 64 : (size_t)n;
+        MPI_Request *a = realloc(snap_req, c * sizeof *a);
+        if (!a) return -1;
+        snap_req = a;
+        MPI_Status *b = realloc(snap_st, c * sizeof *b);
+        if (!b) return -1;
+        snap_st = b;
+        snap_cap = c;
+    }
+    memcpy(snap_req, reqs, (size_t)n * sizeof *reqs);
+    return 0;
+}
+
+/* Any active gdte request among the first n handles? */
+static int any_gdte(int n, const MPI_Request reqs[])
+{
+    if (atomic_load_explicit(&req_live, memory_order_acquire) == 0) return 0;
+    for (int i = 0; i < n; i++) {
+        gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
+        if (r && r->active) return 1;
+    }
+    return 0;
+}
+
+static gdte_ipo_req_t *find_active(MPI_Request h)
+{
+    gdte_ipo_req_t *r = gdte_ipo_req_find(h);
+    return r && r->active ? r : NULL;
+}
+
+int gdte_ipo_wait(MPI_Request *req, MPI_Status *status)
+{
+    orphans_progress(0);
+    gdte_ipo_req_t *r = req ? find_active(*req) : NULL;
+    if (!r) return IPO_NEXT(Wait)(req, status);
+    MPI_Status st;
+    int rc = IPO_NEXT(Wait)(req, &st);
+    rc = complete_one(r, &st, rc, "MPI_Wait");
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+}
+
+int gdte_ipo_test(MPI_Request *req, int *flag, MPI_Status *status)
+{
+    orphans_progress(0);
+    gdte_ipo_req_t *r = req ? find_active(*req) : NULL;
+    if (!r) return IPO_NEXT(Test)(req, flag, status);
+    MPI_Status st;
+    int rc = IPO_NEXT(Test)(req, flag, &st);
+    if (!*flag) return rc;
+    rc = complete_one(r, &st, rc, "MPI_Test");
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+}
+
+/* After a multiple-completion call: finish the gdte requests at the given positions. `sts`
+ * holds their statuses; with MPI_ERR_IN_STATUS each status carries its own code. Returns the
+ * call's final code. */
+static int finish_many(int rc, int npos, const int *pos, MPI_Status *sts, int st_by_pos, const char *fn)
+{
+    int in_status = rc == MPI_ERR_IN_STATUS;
+    int any_err = 0;
+    for (int k = 0; k < npos; k++) {
+        int i = pos ? pos[k] : k;
+        gdte_ipo_req_t *r = find_active(snap_req[i]);
+        if (!r) continue;
+        MPI_Status *st = &sts[st_by_pos ? k : i];
+        int rrc = in_status ? st->MPI_ERROR : rc;
+        if (rrc == MPI_ERR_PENDING) continue; /* not completed by this call */
+        int erc = complete_one(r, st, rrc, fn);
+        if (erc != rrc) {
+            /* Our unpack failed where the MPI had succeeded. */
+            st->MPI_ERROR = erc;
+            any_err = 1;
+        }
+    }
+    /* The failing request's communicator handler has run already (gdte_ipo_fail). */
+    return any_err && !in_status ? MPI_ERR_IN_STATUS : rc;
+}
+
+int gdte_ipo_waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
+{
+    orphans_progress(0);
+    if (n <= 0 || !any_gdte(n, reqs)) return IPO_NEXT(Waitall)(n, reqs, statuses);
+    if (snapshot(n, reqs)) return IPO_NEXT(Waitall)(n, reqs, statuses);
+    MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
+    int rc = IPO_NEXT(Waitall)(n, reqs, sts);
+    return finish_many(rc, n, NULL, sts, 0, "MPI_Waitall");
+}
+
+int gdte_ipo_testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+{
+    orphans_progress(0);
+    if (n <= 0 || !any_gdte(n, reqs)) return IPO_NEXT(Testall)(n, reqs, flag, statuses);
+    if (snapshot(n, reqs)) return IPO_NEXT(Testall)(n, reqs, flag, statuses);
+    MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
+    int rc = IPO_NEXT(Testall)(n, reqs, flag, sts);
+    if (!*flag && rc != MPI_ERR_IN_STATUS) return rc;
+    return finish_many(rc, n, NULL, sts, 0, "MPI_Testall");
+}
+
+int gdte_ipo_waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
+{
+    orphans_progress(0);
+    if (n <= 0 || !any_gdte(n, reqs)) return IPO_NEXT(Waitany)(n, reqs, index, status);
+    if (snapshot(n, reqs)) return IPO_NEXT(Waitany)(n, reqs, index, status);
+    MPI_Status st;
+    int rc = IPO_NEXT(Waitany)(n, reqs, index, &st);
+    if (*index != MPI_UNDEFINED) {
+        gdte_ipo_req_t *r = find_active(snap_req[*index]);
+        if (r) rc = complete_one(r, &st, rc, "MPI_Waitany");
+    }
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+}
+
+int gdte_ipo_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+{
+    orphans_progress(0);
+    if (n <= 0 || !any_gdte(n, reqs)) return IPO_NEXT(Testany)(n, reqs, index, flag, status);
+    if (snapshot(n, reqs)) return IPO_NEXT(Testany)(n, reqs, index, flag, status);
+    MPI_Status st;
+    int rc = IPO_NEXT(Testany)(n, reqs, index, flag, &st);
+    if (*flag && *index != MPI_UNDEFINED) {
+        gdte_ipo_req_t *r = find_active(snap_req[*index]);
+        if (r) rc = complete_one(r, &st, rc, "MPI_Testany");
+    }
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+}
+
+static int some(int test, int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    const char *fn = test ? "MPI_Testsome" : "MPI_Waitsome";
+    orphans_progress(0);
+    if (n <= 0 || !any_gdte(n, reqs) || snapshot(n, reqs))
+        return test ? IPO_NEXT(Testsome)(n, reqs, outcount, indices, statuses)
+                    : IPO_NEXT(Waitsome)(n, reqs, outcount, indices, statuses);
+    MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
+    int rc = test ? IPO_NEXT(Testsome)(n, reqs, outcount, indices, sts)
+                  : IPO_NEXT(Waitsome)(n, reqs, outcount, indices, sts);
+    if (*outcount == MPI_UNDEFINED || *outcount == 0) return rc;
+    /* Statuses of *some calls are by completion position, not by request index. */
+    return finish_many(rc, *outcount, indices, sts, 1, fn);
+}
+
+int gdte_ipo_waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    return some(0, n, reqs, outcount, indices, statuses);
+}
+
+int gdte_ipo_testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    return some(1, n, reqs, outcount, indices, statuses);
+}
+
+int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
+{
+    gdte_ipo_req_t *r = find_active(req);
+    if (!r || !r->is_recv) return IPO_NEXT(Request_get_status)(req, flag, status);
+    MPI_Status st;
+    int rc = IPO_NEXT(Request_get_status)(req, flag, &st);
+    /* Complete means the data is in the user's buffer, although the request lives on until a
+     * wait or test frees it: unpack now, once. */
+    if (*flag && !r->unpacked) {
+        int eclass = MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+        if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
+            int erc = gdte_ipo_recv_finish(r->comm, "MPI_Request_get_status", r->user, r->count, r->dt, r->type,
+                                           r->kind, r->stage, r->nbytes, &st);
+            r->unpacked = 1;
+            if (rc == MPI_SUCCESS) rc = erc;
+        }
+    }
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+}
+
+int gdte_ipo_request_free(MPI_Request *req)
+{
+    gdte_ipo_req_t *r = req ? gdte_ipo_req_find(*req) : NULL;
+    if (!r) return IPO_NEXT(Request_free)(req);
+    if (!r->active) {
+        /* An inactive persistent request: its staging and references go now. */
+        int rc = IPO_NEXT(Request_free)(req);
+        gdte_ipo_req_destroy(r);
+        return rc;
+    }
+    /* Freed while active: MPI completes it in the background, so gdte must still unpack and
+     * release its staging when it completes. Keep the handle and progress it ourselves. */
+    pthread_mutex_lock(&req_lock);
+    HASH_DEL(req_table, r);
+    req_live--;
+    r->in_table = 0;
+    r->orphan = 1;
+    r->next_orphan = orphans;
+    orphans = r;
+    pthread_mutex_unlock(&req_lock);
+    orphan_count++;
+    gdte_ipo_cnt_g.orphans++;
+    *req = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_start(MPI_Request *req)
+{
+    gdte_ipo_req_t *r = req ? gdte_ipo_req_find(*req) : NULL;
+    if (!r) return IPO_NEXT(Start)(req);
+    if (!r->is_recv) {
+        int rc = gdte_ipo_persistent_pack(r);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    int rc = IPO_NEXT(Start)(req);
+    if (rc == MPI_SUCCESS) r->active = 1;
+    return rc;
+}
+
+int gdte_ipo_startall(int n, MPI_Request reqs[])
+{
+    if (n <= 0 || atomic_load_explicit(&req_live, memory_order_acquire) == 0) return IPO_NEXT(Startall)(n, reqs);
+    /* Pack every send first, then start them all in one call, as the application asked. */
+    for (int i = 0; i < n; i++) {
+        gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
+        if (r && !r->is_recv) {
+            int rc = gdte_ipo_persistent_pack(r);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+    }
+    int rc = IPO_NEXT(Startall)(n, reqs);
+    if (rc == MPI_SUCCESS)
+        for (int i = 0; i < n; i++) {
+            gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
+            if (r) r->active = 1;
+        }
+    return rc;
+}

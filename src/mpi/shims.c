@@ -1,0 +1,257 @@
+/*
+ * The MPI functions libgdte_mpi.so defines: one thin shim each. Off (before MPI_Init, after
+ * MPI_Finalize, or under GDTE_DISABLE=1) every shim hands its call to the next definition in
+ * the chain untouched; on, it calls the internal function that does the work.
+ *
+ * Deliberately not intercepted, because this design needs nothing there (the request the
+ * application holds is the MPI's own, and a device message is an ordinary MPI_PACKED message
+ * on the application's (comm, dest, tag)):
+ *  - MPI_Probe, MPI_Iprobe, MPI_Mprobe: they see gdte's messages with the sender's byte count;
+ *  - MPI_Cancel: cancels the staging receive; completion then skips the unpack;
+ *  - MPI_Get_count, MPI_Get_elements(_x): statuses of device receives are restated in the
+ *    user's datatype at completion (MPI_Status_set_elements_x), so the MPI answers them;
+ *  - MPI_Pack_size: gdte's packed size equals the MPI's for every type on a homogeneous system.
+ */
+#include "interpose.h"
+
+#define IPO_OFF_RETURN(name, ...) \
+    if (!gdte_ipo_on()) return IPO_NEXT(name)(__VA_ARGS__)
+
+/* ---- lifetime ---- */
+GDTE_IPO_EXPORT int MPI_Init(int *argc, char ***argv)
+{
+    int rc = IPO_NEXT(Init)(argc, argv);
+    return rc == MPI_SUCCESS ? gdte_ipo_init() : rc;
+}
+
+GDTE_IPO_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = IPO_NEXT(Init_thread)(argc, argv, required, provided);
+    if (rc != MPI_SUCCESS) return rc;
+    /* What the MPI provides, capped at what gdte supports (its state is under locks, so the
+     * cap is MPI_THREAD_MULTIPLE and nothing is lowered). */
+    if (provided && *provided > GDTE_IPO_THREAD_MAX) *provided = GDTE_IPO_THREAD_MAX;
+    return gdte_ipo_init();
+}
+
+GDTE_IPO_EXPORT int MPI_Finalize(void) { return gdte_ipo_finalize(); }
+
+/* ---- blocking sends ---- */
+GDTE_IPO_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
+{
+    IPO_OFF_RETURN(Send, buf, count, dt, dest, tag, comm);
+    return gdte_ipo_send(GDTE_IPO_STD, buf, count, dt, dest, tag, comm);
+}
+
+GDTE_IPO_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
+{
+    IPO_OFF_RETURN(Ssend, buf, count, dt, dest, tag, comm);
+    return gdte_ipo_send(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm);
+}
+
+GDTE_IPO_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
+{
+    IPO_OFF_RETURN(Bsend, buf, count, dt, dest, tag, comm);
+    return gdte_ipo_send(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm);
+}
+
+GDTE_IPO_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
+{
+    IPO_OFF_RETURN(Rsend, buf, count, dt, dest, tag, comm);
+    return gdte_ipo_send(GDTE_IPO_READY, buf, count, dt, dest, tag, comm);
+}
+
+/* ---- nonblocking sends ---- */
+GDTE_IPO_EXPORT int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                              MPI_Request *req)
+{
+    IPO_OFF_RETURN(Isend, buf, count, dt, dest, tag, comm, req);
+    return gdte_ipo_isend(GDTE_IPO_STD, buf, count, dt, dest, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                               MPI_Request *req)
+{
+    IPO_OFF_RETURN(Issend, buf, count, dt, dest, tag, comm, req);
+    return gdte_ipo_isend(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                               MPI_Request *req)
+{
+    IPO_OFF_RETURN(Ibsend, buf, count, dt, dest, tag, comm, req);
+    return gdte_ipo_isend(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Irsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                               MPI_Request *req)
+{
+    IPO_OFF_RETURN(Irsend, buf, count, dt, dest, tag, comm, req);
+    return gdte_ipo_isend(GDTE_IPO_READY, buf, count, dt, dest, tag, comm, req);
+}
+
+/* ---- receives ---- */
+GDTE_IPO_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                             MPI_Status *status)
+{
+    IPO_OFF_RETURN(Recv, buf, count, dt, source, tag, comm, status);
+    return gdte_ipo_recv(buf, count, dt, source, tag, comm, status);
+}
+
+GDTE_IPO_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                              MPI_Request *req)
+{
+    IPO_OFF_RETURN(Irecv, buf, count, dt, source, tag, comm, req);
+    return gdte_ipo_irecv(buf, count, dt, source, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag, void *rbuf,
+                                 int rcount, MPI_Datatype rdt, int source, int rtag, MPI_Comm comm, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Sendrecv, sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
+    return gdte_ipo_sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
+}
+
+GDTE_IPO_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int source,
+                                         int rtag, MPI_Comm comm, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Sendrecv_replace, buf, count, dt, dest, stag, source, rtag, comm, status);
+    return gdte_ipo_sendrecv_replace(buf, count, dt, dest, stag, source, rtag, comm, status);
+}
+
+/* ---- persistent requests ---- */
+GDTE_IPO_EXPORT int MPI_Send_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                                  MPI_Request *req)
+{
+    IPO_OFF_RETURN(Send_init, buf, count, dt, dest, tag, comm, req);
+    return gdte_ipo_send_init(GDTE_IPO_STD, buf, count, dt, dest, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Ssend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                                   MPI_Request *req)
+{
+    IPO_OFF_RETURN(Ssend_init, buf, count, dt, dest, tag, comm, req);
+    return gdte_ipo_send_init(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                                   MPI_Request *req)
+{
+    IPO_OFF_RETURN(Bsend_init, buf, count, dt, dest, tag, comm, req);
+    return gdte_ipo_send_init(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Rsend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                                   MPI_Request *req)
+{
+    IPO_OFF_RETURN(Rsend_init, buf, count, dt, dest, tag, comm, req);
+    return gdte_ipo_send_init(GDTE_IPO_READY, buf, count, dt, dest, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                                  MPI_Request *req)
+{
+    IPO_OFF_RETURN(Recv_init, buf, count, dt, source, tag, comm, req);
+    return gdte_ipo_recv_init(buf, count, dt, source, tag, comm, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Start(MPI_Request *req)
+{
+    IPO_OFF_RETURN(Start, req);
+    return gdte_ipo_start(req);
+}
+
+GDTE_IPO_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
+{
+    IPO_OFF_RETURN(Startall, n, reqs);
+    return gdte_ipo_startall(n, reqs);
+}
+
+GDTE_IPO_EXPORT int MPI_Request_free(MPI_Request *req)
+{
+    IPO_OFF_RETURN(Request_free, req);
+    return gdte_ipo_request_free(req);
+}
+
+GDTE_IPO_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Request_get_status, req, flag, status);
+    return gdte_ipo_request_get_status(req, flag, status);
+}
+
+/* ---- completion ---- */
+GDTE_IPO_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Wait, req, status);
+    return gdte_ipo_wait(req, status);
+}
+
+GDTE_IPO_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Test, req, flag, status);
+    return gdte_ipo_test(req, flag, status);
+}
+
+GDTE_IPO_EXPORT int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
+{
+    IPO_OFF_RETURN(Waitall, n, reqs, statuses);
+    return gdte_ipo_waitall(n, reqs, statuses);
+}
+
+GDTE_IPO_EXPORT int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+{
+    IPO_OFF_RETURN(Testall, n, reqs, flag, statuses);
+    return gdte_ipo_testall(n, reqs, flag, statuses);
+}
+
+GDTE_IPO_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Waitany, n, reqs, index, status);
+    return gdte_ipo_waitany(n, reqs, index, status);
+}
+
+GDTE_IPO_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Testany, n, reqs, index, flag, status);
+    return gdte_ipo_testany(n, reqs, index, flag, status);
+}
+
+GDTE_IPO_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    IPO_OFF_RETURN(Waitsome, n, reqs, outcount, indices, statuses);
+    return gdte_ipo_waitsome(n, reqs, outcount, indices, statuses);
+}
+
+GDTE_IPO_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    IPO_OFF_RETURN(Testsome, n, reqs, outcount, indices, statuses);
+    return gdte_ipo_testsome(n, reqs, outcount, indices, statuses);
+}
+
+/* ---- pack / unpack ---- */
+GDTE_IPO_EXPORT int MPI_Pack(const void *inbuf, int incount, MPI_Datatype dt, void *outbuf, int outsize,
+                             int *position, MPI_Comm comm)
+{
+    IPO_OFF_RETURN(Pack, inbuf, incount, dt, outbuf, outsize, position, comm);
+    return gdte_ipo_pack(inbuf, incount, dt, outbuf, outsize, position, comm);
+}
+
+GDTE_IPO_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount,
+                               MPI_Datatype dt, MPI_Comm comm)
+{
+    IPO_OFF_RETURN(Unpack, inbuf, insize, position, outbuf, outcount, dt, comm);
+    return gdte_ipo_unpack(inbuf, insize, position, outbuf, outcount, dt, comm);
+}
+
+/* ---- datatypes ---- */
+GDTE_IPO_EXPORT int MPI_Type_commit(MPI_Datatype *dt)
+{
+    IPO_OFF_RETURN(Type_commit, dt);
+    return gdte_ipo_type_commit(dt);
+}
+
+GDTE_IPO_EXPORT int MPI_Type_free(MPI_Datatype *dt)
+{
+    IPO_OFF_RETURN(Type_free, dt);
+    return gdte_ipo_type_free(dt);
+}

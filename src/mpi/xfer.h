@@ -1,0 +1,40 @@
+/*
+ * xfer.h: moving the packed stream of a device buffer to host memory and back, in fragments
+ * so that packing and the device-host copy overlap (copy-in/copy-out protocol of DESIGN.md).
+ *
+ * Device to host, for each fragment k (slot = k mod depth of a device ring):
+ *   pack stream: [wait copy k-depth] pack k into ring[slot]  -> event packed[slot]
+ *   copy stream: [wait packed[slot]] copy ring[slot] to host -> event copied[slot]
+ * so the kernel of fragment k+1 runs while fragment k crosses the bus. Small messages into
+ * mapped pinned memory skip the ring: one kernel writes the host buffer directly (zero copy).
+ * Host to device is the mirror image (copy k+1 while unpacking k).
+ *
+ * With `fake` (GDTE_FAKE_DEVICE) the user buffer is host memory standing in for a device: the
+ * same fragment loop, ring and offsets run with the host executor and memcpy, synchronously,
+ * so CI exercises everything but the GPU calls.
+ *
+ * Thread-safe (one pipeline at a time per process: the streams and events are shared).
+ * May call: src/kernels (gdte_pack/gdte_unpack), src/gpu, src/util, staging.
+ */
+#ifndef GDTE_MPI_XFER_H
+#define GDTE_MPI_XFER_H
+
+#include <stdint.h>
+#include "gdte.h"
+
+/* Bytes [0, nbytes) of the packed stream of (user, count, type) into host memory `dst`.
+ * `dst_pinned`: dst is mapped pinned staging (zero copy allowed; DMA without bouncing). */
+gdte_status_t gdte_xfer_pack_to_host(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
+                                     int dst_pinned, int64_t nbytes);
+/* Bytes [0, nbytes) of the packed stream, read from host memory `src`, into (user, count, type).
+ * nbytes may be shorter than the whole stream (a short message). */
+gdte_status_t gdte_xfer_unpack_from_host(const void *src, int src_pinned, int64_t nbytes, void *user, int64_t count,
+                                         gdte_type_h type, int fake);
+/* Fragment size the pipeline uses for a message of `nbytes` (GDTE_FRAG_SIZE, or chosen). */
+int64_t gdte_xfer_frag_size(int64_t nbytes);
+/* Fragments moved so far (all directions), and transfers that used zero copy. */
+int64_t gdte_xfer_fragments(void);
+int64_t gdte_xfer_zero_copies(void);
+void gdte_xfer_finalize(void);
+
+#endif
