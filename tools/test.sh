@@ -43,6 +43,19 @@ if [ "${GDTE_TEST_QUICK:-0}" != 1 ]; then
       | grep -E "stat::number_of_executed_units|stat::peak_rss|MISMATCH|ERROR|Done" ) || { echo "fuzzing failed"; exit 1; }
 fi
 
+echo "== install, then build an outside project against it (CMake package and pkg-config) =="
+cmake -S . -B build-ci-inst "${common[@]}" -DGDTE_GPU=NONE -DGDTE_BUILD_TESTS=OFF -DGDTE_BUILD_BENCH=OFF \
+      -DCMAKE_INSTALL_PREFIX="$PWD/build-ci-inst/prefix" >/dev/null
+cmake --build build-ci-inst -j "$jobs" >/dev/null
+cmake --install build-ci-inst >/dev/null
+cmake -S examples/consumer -B build-ci-inst/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build-ci-inst/prefix" >/dev/null
+cmake --build build-ci-inst/consumer >/dev/null
+LD_LIBRARY_PATH="$PWD/build-ci-inst/prefix/lib" ./build-ci-inst/consumer/consumer
+PKG_CONFIG_PATH="$PWD/build-ci-inst/prefix/lib/pkgconfig" \
+  cc examples/consumer/consumer.c $(PKG_CONFIG_PATH="$PWD/build-ci-inst/prefix/lib/pkgconfig" pkg-config --cflags --libs gdte) \
+     -o build-ci-inst/consumer-pc
+LD_LIBRARY_PATH="$PWD/build-ci-inst/prefix/lib" ./build-ci-inst/consumer-pc
+
 echo "== main build and full suite =="
 cmake -S . -B build-ci "${common[@]}" -DGDTE_GPU=NONE >/dev/null
 cmake --build build-ci -j "$jobs"
