@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""Turn gdte's benchmark CSVs in bench/results/ into PNG plots beside them.
+
+  pack-<device>.csv      bars: GB/s per layout and method, pack and unpack, with the ratio to
+                         cudaMemcpy of the same bytes
+  pingpong-<device>.csv  bandwidth per layout/protocol against fragment size
+  halo3d-<device>.csv    time per exchange against grid size, per method
+  engine-cpu.csv         host pack: gdte vs MPI_Pack
+Uses Debian's python3-matplotlib (/usr/bin/python3). Usage: plot_results.py [results-dir]
+"""
+import csv
+import glob
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def fnum(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def plot_pack(path):
+    data = rows(path)
+    if not data:
+        return
+    device = data[0].get("device", "?")
+    layouts = list(dict.fromkeys(r["layout"] for r in data))
+    methods = list(dict.fromkeys(r["method"] for r in data))
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
+    for ax, direction in zip(axes, ("pack", "unpack")):
+        width = 0.8 / max(1, len(methods))
+        for i, m in enumerate(methods):
+            ys = []
+            for lay in layouts:
+                v = [fnum(r["gbps"]) for r in data if r["layout"] == lay and r["method"] == m and r["direction"] == direction]
+                ys.append(v[0] if v else 0.0)
+            xs = [k + i * width for k in range(len(layouts))]
+            ax.bar(xs, ys, width, label=m)
+            if m == "gdte":
+                for x, lay in zip(xs, layouts):
+                    rr = [r for r in data if r["layout"] == lay and r["method"] == m and r["direction"] == direction]
+                    if rr and rr[0].get("ratio_to_memcpy"):
+                        ax.annotate(f"{fnum(rr[0]['ratio_to_memcpy']):.2f}", (x, fnum(rr[0]["gbps"])), ha="center",
+                                    va="bottom", fontsize=7)
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(layouts))])
+        ax.set_xticklabels(layouts, rotation=30)
+        ax.set_yscale("log")
+        ax.set_title(f"{direction} on {device} (labels: gdte / cudaMemcpy of the same bytes)")
+        ax.set_ylabel("GB/s of packed bytes")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path[:-4] + ".png", dpi=110)
+    plt.close(fig)
+
+
+def plot_pingpong(path):
+    data = rows(path)
+    if not data:
+        return
+    device = data[0].get("device", "?")
+    groups = defaultdict(list)
+    for r in data:
+        groups[(r.get("gpus", ""), r["layout"], r["protocol"], r.get("depth", ""))].append(r)
+    fig, ax = plt.subplots(figsize=(10, 6))
+    for (gpus, lay, proto, depth), rr in sorted(groups.items()):
+        rr = sorted(rr, key=lambda r: fnum(r["frag_size"]))
+        ax.plot([fnum(r["frag_size"]) for r in rr], [fnum(r["gbps"]) for r in rr], marker="o",
+                label=f"{lay} {proto} gpus={gpus} depth={depth}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("fragment size (bytes)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(f"ping-pong on {device}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path[:-4] + ".png", dpi=110)
+    plt.close(fig)
+
+
+def plot_halo(path):
+    data = rows(path)
+    if not data:
+        return
+    device = data[0].get("device", "?")
+    groups = defaultdict(list)
+    for r in data:
+        groups[(r.get("gpus", ""), r["method"])].append(r)
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for (gpus, m), rr in sorted(groups.items()):
+        rr = sorted(rr, key=lambda r: fnum(r["n"]))
+        ax.plot([fnum(r["n"]) for r in rr], [fnum(r["median_us"]) for r in rr], marker="o", label=f"{m} gpus={gpus}")
+    ax.set_yscale("log")
+    ax.set_xlabel("grid edge n (n^3 doubles per rank)")
+    ax.set_ylabel("time per exchange (us)")
+    ax.set_title(f"3-D halo exchange, 2 ranks, on {device}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path[:-4] + ".png", dpi=110)
+    plt.close(fig)
+
+
+def plot_engine(path):
+    data = [r for r in rows(path) if r.get("metric") in ("gbps", "GB/s")]
+    if not data:
+        return
+    cases = list(dict.fromkeys(r["case"] for r in data))
+    methods = list(dict.fromkeys(r["method"] for r in data))
+    fig, ax = plt.subplots(figsize=(10, 5))
+    width = 0.8 / max(1, len(methods))
+    for i, m in enumerate(methods):
+        ys = []
+        for c in cases:
+            v = [fnum(r["value"]) for r in data if r["case"] == c and r["method"] == m]
+            ys.append(v[0] if v else 0.0)
+        ax.bar([k + i * width for k in range(len(cases))], ys, width, label=m)
+    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(cases))])
+    ax.set_xticklabels(cases, rotation=30)
+    ax.set_ylabel("GB/s")
+    ax.set_title("host pack: gdte vs Open MPI's MPI_Pack")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path[:-4] + ".png", dpi=110)
+    plt.close(fig)
+
+
+def main():
+    d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "bench", "results")
+    plotted = []
+    for pattern, fn in (("pack-*.csv", plot_pack), ("pingpong-*.csv", plot_pingpong), ("halo3d-*.csv", plot_halo),
+                        ("engine-cpu.csv", plot_engine)):
+        for p in sorted(glob.glob(os.path.join(d, pattern))):
+            fn(p)
+            plotted.append(os.path.basename(p))
+    print("plotted:", ", ".join(plotted) if plotted else "nothing")
+
+
+if __name__ == "__main__":
+    main()
