@@ -52,7 +52,10 @@ gdte_status_t gdte_gpu_host_unregister(void *ptr);
 gdte_status_t gdte_gpu_host_device_pointer(void *host, void **dev_p);
 /* Uncached lookup: callers go through the cache in src/kernels (gdte_mem_query). */
 gdte_status_t gdte_gpu_pointer_query(const void *ptr, gdte_mem_info_t *info_p);
+/* The allocation (device or managed) containing `ptr`: its first byte and size. */
+gdte_status_t gdte_gpu_mem_range(const void *ptr, void **base_p, size_t *size_p);
 gdte_status_t gdte_gpu_memset(void *ptr, int value, size_t size);
+gdte_status_t gdte_gpu_memset_async(void *ptr, int value, size_t size, gdte_stream_t s);
 
 /* Copies: any direction (the runtime infers it from unified addresses). */
 gdte_status_t gdte_gpu_memcpy(void *dst, const void *src, size_t size);

@@ -27,7 +27,9 @@ gdte_status_t gdte_gpu_pointer_query(const void *ptr, gdte_mem_info_t *info)
     info->device = -1;
     return GDTE_OK;
 }
+gdte_status_t gdte_gpu_mem_range(const void *p, void **b, size_t *n) { (void)p; (void)b; (void)n; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memset(void *p, int v, size_t n) { (void)p; (void)v; (void)n; return GDTE_ERR_NO_DEVICE; }
+gdte_status_t gdte_gpu_memset_async(void *p, int v, size_t n, gdte_stream_t s) { (void)p; (void)v; (void)n; (void)s; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memcpy(void *d, const void *s, size_t n) { (void)d; (void)s; (void)n; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memcpy_async(void *d, const void *s, size_t n, gdte_stream_t st) { (void)d; (void)s; (void)n; (void)st; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memcpy2d_async(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, gdte_stream_t st)

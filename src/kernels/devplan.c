@@ -1,57 +1,424 @@
-/* Device plan cache (first version: upload on first use per type, current device only).
- * TODO(gpu): per-device entries and LRU eviction under GDTE_CACHE_MAX. */
+/*
+ * Device plan cache. A plan's units are built on the host at commit and depend only on the
+ * type, so each (type, device) pair uploads them once and keeps them in the type's backend
+ * slot until the type is destroyed or the cache must shrink under GDTE_CACHE_MAX, least
+ * recently used first.
+ *
+ * First use. The units were generated at commit (the engine does that on the CPU), so what a
+ * first pack adds is the upload. For plans of at least PIPE_MIN bytes the upload is cut into
+ * chunks on a copy stream of our own; the kernel for chunk k waits only for chunk k's event,
+ * so it runs while chunk k+1 is copied, and the host stages chunk k+2 meanwhile (pageable
+ * copies pass through the runtime's staging buffers). Smaller plans go in one copy: a chunk's
+ * kernel launch would cost more than the overlap gains.
+ *
+ * An entry that was published while its copies were still in flight carries a `ready` event;
+ * other users of the entry order their stream after it until it has completed.
+ *
+ * Locking: one mutex over the LRU list, the per-type slots and the counters. Uploads happen
+ * under it; they are rare, and two threads must not upload the same plan twice.
+ */
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include "devplan.h"
+#include "memquery.h"
 #include "engine/engine.h"
 #include "gpu/gpu.h"
+#include "util/util.h"
 
-typedef struct devplan {
+#define PIPE_MIN (1 << 20)   /* plans smaller than this are uploaded in one copy */
+#define PIPE_CHUNK (1 << 19) /* smallest chunk */
+#define PIPE_MAX_CHUNKS 8
+#define MAX_DEVICES 64
+
+typedef struct dp_slot dp_slot_t;
+
+typedef struct dp_entry {
+    struct dp_entry *prev, *next; /* LRU list, most recent first */
+    struct dp_entry *sibling;     /* next entry of the same type (other devices) */
+    dp_slot_t *slot;
     int device;
     gdte_unit_t *dunits;
     int64_t bytes;
-} devplan_t;
+    gdte_gpu_event_t ready; /* non-NULL while the upload may still be in flight */
+    int pins;               /* callers between lookup and kernel launch: not evictable */
+} dp_entry_t;
 
-static _Atomic int64_t cached_bytes, uploads, evictions;
+struct dp_slot {
+    dp_entry_t *entries;
+};
 
-static void devplan_free(void *p)
+typedef struct dp_device {
+    gdte_stream_t copy_stream;
+    gdte_gpu_event_t events[PIPE_MAX_CHUNKS];
+    int ready;
+} dp_device_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static dp_entry_t *lru_head, *lru_tail;
+static int64_t cached_bytes, nentries, uploads, evictions, hits, misses;
+static dp_device_t devices[MAX_DEVICES];
+
+static void lru_unlink(dp_entry_t *e)
 {
-    devplan_t *d = p;
-    if (d->dunits) gdte_gpu_free(d->dunits);
-    cached_bytes -= d->bytes;
-    free(d);
+    if (e->prev) e->prev->next = e->next; else lru_head = e->next;
+    if (e->next) e->next->prev = e->prev; else lru_tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void lru_push_front(dp_entry_t *e)
+{
+    e->prev = NULL;
+    e->next = lru_head;
+    if (lru_head) lru_head->prev = e; else lru_tail = e;
+    lru_head = e;
+}
+
+/* Free an entry's device memory. Freeing synchronizes with the device, so a kernel still
+ * reading these units finishes first. */
+static void entry_destroy(dp_entry_t *e)
+{
+    int cur = gdte_gpu_current_device();
+    if (gdte_gpu_available()) {
+        if (e->device != cur && cur >= 0) gdte_gpu_set_device(e->device);
+        if (e->ready) gdte_gpu_event_destroy(e->ready);
+        gdte_gpu_free(e->dunits);
+        if (e->device != cur && cur >= 0) gdte_gpu_set_device(cur);
+    }
+    cached_bytes -= e->bytes;
+    nentries--;
+    free(e);
+}
+
+static void slot_unlink(dp_entry_t *e)
+{
+    dp_entry_t **pp = &e->slot->entries;
+    while (*pp && *pp != e) pp = &(*pp)->sibling;
+    if (*pp) *pp = e->sibling;
+}
+
+/* Runs when the type is destroyed. */
+static void slot_free(void *p)
+{
+    dp_slot_t *s = p;
+    pthread_mutex_lock(&lock);
+    while (s->entries) {
+        dp_entry_t *e = s->entries;
+        s->entries = e->sibling;
+        lru_unlink(e);
+        entry_destroy(e);
+    }
+    pthread_mutex_unlock(&lock);
+    free(s);
+}
+
+static void evict_to_limit(const dp_entry_t *keep)
+{
+    int64_t limit = gdte_knob(GDTE_KNOB_CACHE_MAX);
+    if (limit <= 0) return;
+    dp_entry_t *e = lru_tail;
+    while (cached_bytes > limit && e) {
+        dp_entry_t *prev = e->prev;
+        if (e == keep || e->pins) {
+            e = prev;
+            continue;
+        }
+        lru_unlink(e);
+        slot_unlink(e);
+        entry_destroy(e);
+        evictions++;
+        e = prev;
+    }
+}
+
+static dp_device_t *device_state(int dev)
+{
+    if (dev < 0 || dev >= MAX_DEVICES) return NULL;
+    dp_device_t *d = &devices[dev];
+    if (d->ready) return d;
+    if (gdte_gpu_stream_create(&d->copy_stream) != GDTE_OK) return NULL;
+    for (int i = 0; i < PIPE_MAX_CHUNKS; i++) {
+        if (gdte_gpu_event_create(&d->events[i], 0) != GDTE_OK) {
+            while (i-- > 0) gdte_gpu_event_destroy(d->events[i]);
+            gdte_gpu_stream_destroy(d->copy_stream);
+            return NULL;
+        }
+    }
+    d->ready = 1;
+    return d;
+}
+
+/* Find the entry of (type, dev); on a hit, make it the most recent. Caller holds the lock. */
+static dp_entry_t *lookup(gdte_type_h type, int dev, dp_slot_t **slot_p)
+{
+    dp_slot_t *s = gdte_type_backend_slot(type);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s) return NULL;
+        gdte_type_set_backend_slot(type, s, slot_free);
+    }
+    *slot_p = s;
+    for (dp_entry_t *e = s->entries; e; e = e->sibling) {
+        if (e->device == dev) {
+            if (e != lru_head) {
+                lru_unlink(e);
+                lru_push_front(e);
+            }
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static gdte_status_t entry_new(dp_slot_t *s, int dev, int64_t nunits, dp_entry_t **e_p)
+{
+    dp_entry_t *e = calloc(1, sizeof *e);
+    if (!e) return GDTE_ERR_NO_MEMORY;
+    e->slot = s;
+    e->device = dev;
+    e->bytes = nunits * (int64_t)sizeof(gdte_unit_t);
+    gdte_status_t st = gdte_gpu_malloc((void **)&e->dunits, (size_t)e->bytes);
+    if (st == GDTE_ERR_NO_DEVICE_MEMORY && lru_tail) {
+        /* Make room from the cache before giving up. */
+        dp_entry_t *v = lru_tail;
+        while (v && st == GDTE_ERR_NO_DEVICE_MEMORY) {
+            dp_entry_t *prev = v->prev;
+            if (v->pins) {
+                v = prev;
+                continue;
+            }
+            lru_unlink(v);
+            slot_unlink(v);
+            entry_destroy(v);
+            evictions++;
+            st = gdte_gpu_malloc((void **)&e->dunits, (size_t)e->bytes);
+            v = prev;
+        }
+    }
+    if (st != GDTE_OK) {
+        free(e);
+        return st;
+    }
+    *e_p = e;
+    return GDTE_OK;
+}
+
+static void entry_publish(dp_slot_t *s, dp_entry_t *e)
+{
+    e->sibling = s->entries;
+    s->entries = e;
+    lru_push_front(e);
+    cached_bytes += e->bytes;
+    nentries++;
+    uploads++;
+    evict_to_limit(e);
+}
+
+/* A hit whose upload may still be in flight: order `stream` after it (or wait, when the
+ * caller's stream is unknown). Caller holds the lock. */
+static gdte_status_t entry_wait(dp_entry_t *e, gdte_stream_t stream, int blocking)
+{
+    if (!e->ready) return GDTE_OK;
+    gdte_status_t st = gdte_gpu_event_query(e->ready);
+    if (st == GDTE_OK) {
+        gdte_gpu_event_destroy(e->ready);
+        e->ready = NULL;
+        return GDTE_OK;
+    }
+    if (st != GDTE_INPROGRESS) return st;
+    return blocking ? gdte_gpu_event_synchronize(e->ready) : gdte_gpu_stream_wait_event(stream, e->ready);
 }
 
 gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
 {
-    devplan_t *d = gdte_type_backend_slot(type);
-    int dev = gdte_gpu_current_device();
-    if (d && d->device == dev) {
-        *dunits_p = d->dunits;
-        return GDTE_OK;
-    }
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
     const gdte_unit_t *hu;
     int64_t n;
     gdte_status_t st = gdte_engine_units(type, &hu, &n);
     if (st != GDTE_OK) return st;
-    devplan_t *nd = calloc(1, sizeof *nd);
-    if (!nd) return GDTE_ERR_NO_MEMORY;
-    nd->device = dev;
-    nd->bytes = n * (int64_t)sizeof(gdte_unit_t);
-    if ((st = gdte_gpu_malloc((void **)&nd->dunits, (size_t)nd->bytes)) != GDTE_OK ||
-        (st = gdte_gpu_memcpy(nd->dunits, hu, (size_t)nd->bytes)) != GDTE_OK) {
-        if (nd->dunits) gdte_gpu_free(nd->dunits);
-        free(nd);
-        return st;
+    if (n <= 0) return GDTE_ERR_INVALID_ARG;
+    int dev = gdte_gpu_current_device();
+    dp_slot_t *s;
+    pthread_mutex_lock(&lock);
+    dp_entry_t *e = lookup(type, dev, &s);
+    if (e) {
+        hits++;
+        st = entry_wait(e, NULL, 1);
+    } else if (!s) {
+        st = GDTE_ERR_NO_MEMORY;
+    } else {
+        misses++;
+        if ((st = entry_new(s, dev, n, &e)) == GDTE_OK) {
+            if ((st = gdte_gpu_memcpy(e->dunits, hu, (size_t)e->bytes)) != GDTE_OK) {
+                gdte_gpu_free(e->dunits);
+                free(e);
+                e = NULL;
+            } else {
+                entry_publish(s, e);
+            }
+        }
     }
-    if (d) devplan_free(d);
-    gdte_type_set_backend_slot(type, nd, devplan_free);
-    cached_bytes += nd->bytes;
-    uploads++;
-    *dunits_p = nd->dunits;
-    return GDTE_OK;
+    if (st == GDTE_OK) *dunits_p = e->dunits;
+    pthread_mutex_unlock(&lock);
+    return st;
 }
 
-int64_t gdte_devplan_bytes(void) { return cached_bytes; }
-int64_t gdte_devplan_uploads(void) { return uploads; }
-int64_t gdte_devplan_evictions(void) { return evictions; }
-void gdte_devplan_finalize(void) {}
+/* First use: upload in chunks on the copy stream and run each chunk's units as soon as they
+ * have arrived. Caller holds the lock. */
+static gdte_status_t first_use(dp_slot_t *s, int dev, const gdte_unit_t *hu, gdte_layout_t *L, gdte_dir_t dir,
+                               void *user, void *packed, int64_t offset, int64_t len, gdte_stream_t stream,
+                               int max_blocks)
+{
+    dp_entry_t *e;
+    gdte_status_t st = entry_new(s, dev, L->nunits, &e);
+    if (st != GDTE_OK) return st;
+    dp_device_t *d = e->bytes >= PIPE_MIN ? device_state(dev) : NULL;
+    gdte_gpu_exec_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.host_units = hu;
+    o.max_blocks = max_blocks;
+    L->units = e->dunits;
+    if (!d) {
+        /* Small plan: one copy in the caller's stream, then the kernel. */
+        if ((st = gdte_gpu_memcpy_async(e->dunits, hu, (size_t)e->bytes, stream)) != GDTE_OK ||
+            (st = gdte_gpu_exec_ex(L, &o, dir, user, packed, offset, len, stream)) != GDTE_OK)
+            goto fail;
+        /* Other streams must not read the units before this copy is done. */
+        if ((st = gdte_gpu_event_create(&e->ready, 0)) != GDTE_OK) goto fail;
+        if ((st = gdte_gpu_event_record(e->ready, stream)) != GDTE_OK) goto fail;
+        entry_publish(s, e);
+        return GDTE_OK;
+    }
+    int64_t per = (e->bytes / PIPE_MAX_CHUNKS + sizeof(gdte_unit_t) - 1) / sizeof(gdte_unit_t);
+    if (per * (int64_t)sizeof(gdte_unit_t) < PIPE_CHUNK) per = PIPE_CHUNK / sizeof(gdte_unit_t);
+    int k = 0;
+    for (int64_t a = 0; a < L->nunits; a += per, k++) {
+        int64_t b = a + per < L->nunits ? a + per : L->nunits;
+        if ((st = gdte_gpu_memcpy_async(e->dunits + a, hu + a, (size_t)(b - a) * sizeof(gdte_unit_t),
+                                        d->copy_stream)) != GDTE_OK ||
+            (st = gdte_gpu_event_record(d->events[k], d->copy_stream)) != GDTE_OK ||
+            (st = gdte_gpu_stream_wait_event(stream, d->events[k])) != GDTE_OK)
+            goto fail;
+        o.unit_lo = a;
+        o.unit_hi = b;
+        /* A whole-plan chunk would read as "all units": give it the exact-range path. */
+        if (a == 0 && b == L->nunits) o.unit_lo = o.unit_hi = 0;
+        if ((st = gdte_gpu_exec_ex(L, &o, dir, user, packed, offset, len, stream)) != GDTE_OK) goto fail;
+    }
+    if ((st = gdte_gpu_event_create(&e->ready, 0)) != GDTE_OK ||
+        (st = gdte_gpu_event_record(e->ready, d->copy_stream)) != GDTE_OK)
+        goto fail;
+    entry_publish(s, e);
+    return GDTE_OK;
+fail:
+    /* Let queued work that may read these units drain before the memory goes back. */
+    gdte_gpu_device_synchronize();
+    if (e->ready) gdte_gpu_event_destroy(e->ready);
+    gdte_gpu_free(e->dunits);
+    free(e);
+    return st;
+}
+
+gdte_status_t gdte_devplan_exec(gdte_type_h type, gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed,
+                                int64_t offset, int64_t len, gdte_stream_t stream, int max_blocks)
+{
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
+    const gdte_unit_t *hu;
+    int64_t n;
+    gdte_status_t st = gdte_engine_units(type, &hu, &n);
+    if (st != GDTE_OK) return st;
+    if (n != L->nunits || n <= 0) return GDTE_ERR_INVALID_ARG;
+    int dev = gdte_gpu_current_device();
+    dp_slot_t *s;
+    pthread_mutex_lock(&lock);
+    dp_entry_t *e = lookup(type, dev, &s);
+    if (e) {
+        hits++;
+        st = entry_wait(e, stream, 0);
+        if (st != GDTE_OK) {
+            pthread_mutex_unlock(&lock);
+            return st;
+        }
+        /* Launch outside the lock, the entry pinned so that no other thread evicts it before
+         * the kernel is queued. Once queued, an eviction is safe: freeing device memory waits
+         * for the device's work. */
+        e->pins++;
+        pthread_mutex_unlock(&lock);
+        gdte_gpu_exec_opts_t o;
+        memset(&o, 0, sizeof o);
+        o.host_units = hu;
+        o.max_blocks = max_blocks;
+        L->units = e->dunits;
+        st = gdte_gpu_exec_ex(L, &o, dir, user, packed, offset, len, stream);
+        pthread_mutex_lock(&lock);
+        e->pins--;
+        pthread_mutex_unlock(&lock);
+        return st;
+    }
+    if (!s) {
+        pthread_mutex_unlock(&lock);
+        return GDTE_ERR_NO_MEMORY;
+    }
+    misses++;
+    st = first_use(s, dev, hu, L, dir, user, packed, offset, len, stream, max_blocks);
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+void gdte_devplan_get_stats(gdte_devplan_stats_t *st)
+{
+    pthread_mutex_lock(&lock);
+    st->bytes = cached_bytes;
+    st->entries = nentries;
+    st->uploads = uploads;
+    st->evictions = evictions;
+    st->hits = hits;
+    st->misses = misses;
+    pthread_mutex_unlock(&lock);
+}
+
+int64_t gdte_devplan_bytes(void)
+{
+    gdte_devplan_stats_t s;
+    gdte_devplan_get_stats(&s);
+    return s.bytes;
+}
+int64_t gdte_devplan_uploads(void)
+{
+    gdte_devplan_stats_t s;
+    gdte_devplan_get_stats(&s);
+    return s.uploads;
+}
+int64_t gdte_devplan_evictions(void)
+{
+    gdte_devplan_stats_t s;
+    gdte_devplan_get_stats(&s);
+    return s.evictions;
+}
+
+void gdte_devplan_finalize(void)
+{
+    pthread_mutex_lock(&lock);
+    /* Slots stay attached to their (possibly still live) types, empty. */
+    while (lru_head) {
+        dp_entry_t *e = lru_head;
+        lru_unlink(e);
+        slot_unlink(e);
+        entry_destroy(e);
+    }
+    if (gdte_gpu_available()) {
+        int cur = gdte_gpu_current_device();
+        for (int i = 0; i < MAX_DEVICES; i++) {
+            dp_device_t *d = &devices[i];
+            if (!d->ready) continue;
+            if (i != cur) gdte_gpu_set_device(i);
+            for (int k = 0; k < PIPE_MAX_CHUNKS; k++) gdte_gpu_event_destroy(d->events[k]);
+            gdte_gpu_stream_destroy(d->copy_stream);
+            if (i != cur) gdte_gpu_set_device(cur);
+        }
+    }
+    memset(devices, 0, sizeof devices);
+    pthread_mutex_unlock(&lock);
+    /* The kernels layer's other cache: addresses may mean something else after a new init. */
+    gdte_memquery_reset();
+}

@@ -3,13 +3,32 @@
 #ifndef GDTE_DEVPLAN_H
 #define GDTE_DEVPLAN_H
 #include "gdte.h"
+#include "kernels.h"
 #include "layout.h"
 
-/* Device pointer to the type's units on the current device, uploading them on first use. */
+/* Device pointer to the type's units on the current device, uploading them on first use.
+ * Returns once the units are on the device (usable from any stream). */
 gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p);
+
+/* Run a UNITS layout of `type` on the GPU (as gdte_gpu_exec does) with its cached device plan.
+ * On a type's first use on this device the upload is cut into chunks and the kernel packs
+ * the units of chunk k while chunk k+1 is still being copied. */
+gdte_status_t gdte_devplan_exec(gdte_type_h type, gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed,
+                                int64_t offset, int64_t len, gdte_stream_t stream, int max_blocks);
+
+typedef struct gdte_devplan_stats {
+    int64_t bytes;     /* device memory held by cached plans */
+    int64_t entries;   /* cached plans (one per type and device) */
+    int64_t uploads;   /* plans uploaded so far */
+    int64_t evictions; /* plans dropped to stay under GDTE_CACHE_MAX */
+    int64_t hits, misses;
+} gdte_devplan_stats_t;
+void gdte_devplan_get_stats(gdte_devplan_stats_t *stats_p);
+
 /* Bytes of device memory held by cached plans; number of uploads and evictions so far. */
 int64_t gdte_devplan_bytes(void);
 int64_t gdte_devplan_uploads(void);
 int64_t gdte_devplan_evictions(void);
+/* Drop every cached plan (gdte_finalize; tests). */
 void gdte_devplan_finalize(void);
 #endif

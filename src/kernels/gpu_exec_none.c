@@ -13,3 +13,10 @@ gdte_kvar_t gdte_gpu_exec_variant(const gdte_layout_t *L, gdte_dir_t dir)
     return GDTE_KVAR_NONE;
 }
 void gdte_gpu_exec_force_variant(gdte_kvar_t v) { (void)v; }
+void gdte_gpu_exec_force_word(int bytes) { (void)bytes; }
+gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *opts, gdte_dir_t dir, void *user,
+                               void *packed, int64_t offset, int64_t len, gdte_stream_t stream)
+{
+    (void)L; (void)opts; (void)dir; (void)user; (void)packed; (void)offset; (void)len; (void)stream;
+    return GDTE_ERR_NO_DEVICE;
+}

@@ -36,5 +36,21 @@ gdte_kvar_t gdte_gpu_exec_variant(const gdte_layout_t *L, gdte_dir_t dir);
 /* Force a variant (tests only; GDTE_KVAR_NONE restores automatic choice). An impossible
  * forced variant falls back to automatic choice. */
 void gdte_gpu_exec_force_variant(gdte_kvar_t v);
+/* Cap the access width at `bytes` (1, 2, 4, 8 or 16; 0: no cap), tests only. A TILED kernel
+ * that the cap makes impossible falls back to STRIDED. */
+void gdte_gpu_exec_force_word(int bytes);
+
+/* The GPU executor with more to go on. */
+typedef struct gdte_gpu_exec_opts {
+    /* Host copy of L->units (optional): with it the DEV kernels get the exact first and last
+     * unit of the range, found on the host, instead of scanning whole repetitions. */
+    const gdte_unit_t *host_units;
+    /* Move only units [unit_lo, unit_hi) of each repetition (unit_hi <= unit_lo: all). Used to
+     * pack the part of a plan already uploaded while the rest is still in flight. */
+    int64_t unit_lo, unit_hi;
+    int max_blocks; /* 0: enough to fill the GPU */
+} gdte_gpu_exec_opts_t;
+gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *opts, gdte_dir_t dir,
+                               void *user, void *packed, int64_t offset, int64_t len, gdte_stream_t stream);
 
 #endif

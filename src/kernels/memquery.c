@@ -1,14 +1,144 @@
-/* gdte_mem_query (first version: uncached). TODO(gpu): cache device ranges. */
+/*
+ * gdte_mem_query with a cache of device allocations, so that the per-message decision (host or
+ * GPU executor) costs a binary search instead of a runtime call.
+ *
+ * Only device and managed allocations are cached, as whole ranges [base, base+size) from the
+ * runtime's address-range query. Host memory is never cached: a pointer that misses is asked
+ * of the runtime each time, so an answer for host memory is always current (pageable memory
+ * pinned later is reported as pinned at once). The price is one runtime call per query on host
+ * buffers, which only GPU builds with a device pay.
+ *
+ * What the cache cannot see: a device allocation freed by the application and its addresses
+ * reused for device memory of another GPU. gdte_memquery_forget() drops ranges for callers
+ * that know of a free (the MPI layer, tests).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
 #include "gdte.h"
 #include "gpu/gpu.h"
+#include "memquery.h"
+
+#define CACHE_RANGES 256
+
+typedef struct range {
+    uintptr_t base, end;
+    gdte_mem_info_t info;
+    uint64_t stamp; /* insertion order, for replacement */
+} range_t;
+
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static range_t ranges[CACHE_RANGES]; /* sorted by base, disjoint */
+static int nranges;
+static uint64_t next_stamp;
+static _Atomic int64_t n_hits, n_misses;
+
+/* Index of the last range with base <= p, or -1. Caller holds the lock. */
+static int find(uintptr_t p)
+{
+    int lo = 0, hi = nranges - 1, r = -1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (ranges[mid].base <= p) {
+            r = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return r;
+}
+
+static void remove_at(int i)
+{
+    memmove(&ranges[i], &ranges[i + 1], (size_t)(nranges - i - 1) * sizeof *ranges);
+    nranges--;
+}
+
+static void insert(uintptr_t base, uintptr_t end, const gdte_mem_info_t *info)
+{
+    pthread_rwlock_wrlock(&rw);
+    /* A new allocation replaces whatever stale ranges it overlaps. */
+    for (int i = 0; i < nranges;) {
+        if (ranges[i].base < end && base < ranges[i].end)
+            remove_at(i);
+        else
+            i++;
+    }
+    if (nranges == CACHE_RANGES) {
+        int old = 0;
+        for (int i = 1; i < nranges; i++)
+            if (ranges[i].stamp < ranges[old].stamp) old = i;
+        remove_at(old);
+    }
+    int at = find(base) + 1;
+    memmove(&ranges[at + 1], &ranges[at], (size_t)(nranges - at) * sizeof *ranges);
+    ranges[at] = (range_t){base, end, *info, next_stamp++};
+    nranges++;
+    pthread_rwlock_unlock(&rw);
+}
 
 GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
 {
     if (!info_p) return GDTE_ERR_INVALID_ARG;
-    if (!gdte_gpu_available()) {
+    if (!gdte_gpu_available() || !ptr) {
         info_p->kind = GDTE_MEM_HOST;
         info_p->device = -1;
         return GDTE_OK;
     }
-    return gdte_gpu_pointer_query(ptr, info_p);
+    uintptr_t p = (uintptr_t)ptr;
+    pthread_rwlock_rdlock(&rw);
+    int i = find(p);
+    if (i >= 0 && p < ranges[i].end) {
+        *info_p = ranges[i].info;
+        pthread_rwlock_unlock(&rw);
+        n_hits++;
+        return GDTE_OK;
+    }
+    pthread_rwlock_unlock(&rw);
+    n_misses++;
+    gdte_mem_info_t in;
+    gdte_status_t st = gdte_gpu_pointer_query(ptr, &in);
+    if (st != GDTE_OK) return st;
+    if (in.kind == GDTE_MEM_DEVICE || in.kind == GDTE_MEM_MANAGED) {
+        void *base;
+        size_t size;
+        if (gdte_gpu_mem_range(ptr, &base, &size) == GDTE_OK && size > 0 && (uintptr_t)base <= p &&
+            p < (uintptr_t)base + size)
+            insert((uintptr_t)base, (uintptr_t)base + size, &in);
+    }
+    *info_p = in;
+    return GDTE_OK;
+}
+
+void gdte_memquery_forget(const void *ptr, size_t size)
+{
+    uintptr_t b = (uintptr_t)ptr, e = b + (size ? size : 1);
+    pthread_rwlock_wrlock(&rw);
+    for (int i = 0; i < nranges;) {
+        if (ranges[i].base < e && b < ranges[i].end)
+            remove_at(i);
+        else
+            i++;
+    }
+    pthread_rwlock_unlock(&rw);
+}
+
+void gdte_memquery_reset(void)
+{
+    pthread_rwlock_wrlock(&rw);
+    nranges = 0;
+    pthread_rwlock_unlock(&rw);
+    n_hits = n_misses = 0;
+}
+
+void gdte_memquery_stats(int64_t *hits_p, int64_t *misses_p, int *ranges_p)
+{
+    if (hits_p) *hits_p = n_hits;
+    if (misses_p) *misses_p = n_misses;
+    if (ranges_p) {
+        pthread_rwlock_rdlock(&rw);
+        *ranges_p = nranges;
+        pthread_rwlock_unlock(&rw);
+    }
 }

@@ -1,4 +1,5 @@
 /* gdte_pack / gdte_unpack: validate, make the layout, choose the host or GPU executor. */
+#include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
 #include "devplan.h"
@@ -7,6 +8,52 @@
 #include "util/util.h"
 
 static int is_device_kind(gdte_mem_kind_t k) { return k == GDTE_MEM_DEVICE; }
+
+static gdte_status_t gpu_run(gdte_type_h type, gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed,
+                             int64_t offset, int64_t n, gdte_stream_t stream, int max_blocks)
+{
+    if (L->kind == GDTE_LAYOUT_KIND_UNITS)
+        return gdte_devplan_exec(type, L, dir, user, packed, offset, n, stream, max_blocks);
+    return gdte_gpu_exec(L, dir, user, packed, offset, n, stream, max_blocks);
+}
+
+/* One side is device memory and the other pageable host memory, which a kernel cannot touch.
+ * The contiguous (packed) side is staged: when the scattered (user) side is on the host the
+ * host executor runs and the packed bytes cross in one copy; when it is on the device the
+ * kernel runs against a device buffer that crosses in one copy. Staging makes the call
+ * blocking even with GDTE_PACK_FLAG_ASYNC. */
+static gdte_status_t staged_run(gdte_type_h type, gdte_layout_t *L, gdte_dir_t dir, void *user, int user_on_host,
+                                void *packed, int64_t offset, int64_t n, gdte_stream_t stream, int max_blocks)
+{
+    gdte_status_t st;
+    if (user_on_host) {
+        void *tmp = malloc((size_t)n);
+        if (!tmp) return GDTE_ERR_NO_MEMORY;
+        if (dir == GDTE_DIR_PACK) {
+            gdte_host_exec(L, dir, user, tmp, offset, n);
+            if ((st = gdte_gpu_stream_synchronize(stream)) == GDTE_OK)
+                st = gdte_gpu_memcpy(packed, tmp, (size_t)n);
+        } else {
+            if ((st = gdte_gpu_stream_synchronize(stream)) == GDTE_OK &&
+                (st = gdte_gpu_memcpy(tmp, packed, (size_t)n)) == GDTE_OK)
+                gdte_host_exec(L, dir, user, tmp, offset, n);
+        }
+        free(tmp);
+        return st;
+    }
+    void *dtmp;
+    if ((st = gdte_gpu_malloc(&dtmp, (size_t)n)) != GDTE_OK) return st;
+    if (dir == GDTE_DIR_PACK) {
+        if ((st = gpu_run(type, L, dir, user, dtmp, offset, n, stream, max_blocks)) == GDTE_OK)
+            st = gdte_gpu_memcpy_async(packed, dtmp, (size_t)n, stream);
+    } else {
+        if ((st = gdte_gpu_memcpy_async(dtmp, packed, (size_t)n, stream)) == GDTE_OK)
+            st = gpu_run(type, L, dir, user, dtmp, offset, n, stream, max_blocks);
+    }
+    gdte_status_t st2 = gdte_gpu_stream_synchronize(stream);
+    gdte_gpu_free(dtmp);
+    return st != GDTE_OK ? st : st2;
+}
 
 static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h type, void *packed, int64_t avail,
                          const gdte_pack_params_t *params, int64_t *done_p)
@@ -38,8 +85,8 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
     if (!user || !packed) return GDTE_ERR_NULL_BUFFER;
 
     int on_gpu = 0;
+    gdte_mem_info_t mu = {GDTE_MEM_HOST, -1}, mp = {GDTE_MEM_HOST, -1};
     if (!(flags & GDTE_PACK_FLAG_HOST) && gdte_gpu_available()) {
-        gdte_mem_info_t mu, mp;
         /* The user buffer's first touched byte decides its kind (the buffer pointer itself
          * may lie outside the allocation when lb is negative). */
         const char *probe = (const char *)user + L.disp;
@@ -51,10 +98,16 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
     if (!on_gpu) {
         gdte_host_exec(&L, dir, user, packed, offset, n);
     } else {
-        if (L.kind == GDTE_LAYOUT_KIND_UNITS && (st = gdte_devplan_units(type, &L.units)) != GDTE_OK) return st;
         int max_blocks = (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS);
-        if ((st = gdte_gpu_exec(&L, dir, user, packed, offset, n, stream, max_blocks)) != GDTE_OK) return st;
-        if (!(flags & GDTE_PACK_FLAG_ASYNC) && (st = gdte_gpu_stream_synchronize(stream)) != GDTE_OK) return st;
+        int user_host = mu.kind == GDTE_MEM_HOST, packed_host = mp.kind == GDTE_MEM_HOST;
+        if (L.kind != GDTE_LAYOUT_KIND_CONTIG && (user_host || packed_host)) {
+            /* (a contiguous layout is one copy, which the runtime does from pageable memory) */
+            if ((st = staged_run(type, &L, dir, user, user_host, packed, offset, n, stream, max_blocks)) != GDTE_OK)
+                return st;
+        } else {
+            if ((st = gpu_run(type, &L, dir, user, packed, offset, n, stream, max_blocks)) != GDTE_OK) return st;
+            if (!(flags & GDTE_PACK_FLAG_ASYNC) && (st = gdte_gpu_stream_synchronize(stream)) != GDTE_OK) return st;
+        }
     }
     if (done_p) *done_p = n;
     return GDTE_OK;

@@ -1,0 +1,173 @@
+/*
+ * gpu_compat.h: the HIP runtime names gdte uses, for either vendor.
+ *
+ * gdte's GPU code (gpu_runtime.c, pack_kernels.cu) is written once against HIP names. A HIP
+ * build includes HIP's own header. A CUDA build maps each name here onto the CUDA runtime: we
+ * do not use HIP's NVIDIA-side headers because HIP 5.x's do not compile against CUDA 13
+ * (cudaDeviceProp and cudaMemAdvise changed). Only what gdte calls is mapped; add a name here
+ * before using it. Where the two runtimes differ in more than a name (pointer attributes,
+ * address ranges), a small inline helper gives one behaviour.
+ */
+#ifndef GDTE_GPU_COMPAT_H
+#define GDTE_GPU_COMPAT_H
+
+#include <stddef.h>
+
+#if defined(GDTE_GPU_HIP) || defined(__HIP_PLATFORM_AMD__) || defined(__HIP__)
+/* ------------------------------------------------------------------------------------------ */
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#if defined(__HIPCC__) || defined(__HIP__)
+#include <hip/hip_runtime.h>
+#else
+#include <hip/hip_runtime_api.h>
+#endif
+
+/* HIP 5.x names the pointer's memory type `memoryType` and reports managed memory as a flag;
+ * HIP 6 renamed it `type`. */
+static inline int gdte_compat_attr_kind(const hipPointerAttribute_t *a)
+{
+    if (a->isManaged) return 3;
+    switch (a->memoryType) {
+    case hipMemoryTypeDevice: return 2;
+    case hipMemoryTypeHost: return 1;
+    default: return 0;
+    }
+}
+/* HIP has the driver-level call in its runtime. */
+static inline hipError_t gdte_compat_mem_range(const void *p, void **base_p, size_t *size_p)
+{
+    hipDeviceptr_t base = 0;
+    hipError_t e = hipMemGetAddressRange(&base, size_p, (hipDeviceptr_t)p);
+    if (e == hipSuccess) *base_p = (void *)base;
+    return e;
+}
+/* HIP 5.x fails pointer queries on memory it never saw instead of reporting "unregistered". */
+#define GDTE_COMPAT_UNKNOWN_PTR_IS_ERROR 1
+#define GDTE_COMPAT_VENDOR "hip"
+
+#else /* CUDA */
+/* ------------------------------------------------------------------------------------------ */
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#else
+#include <cuda_runtime_api.h>
+#endif
+
+typedef cudaError_t hipError_t;
+typedef cudaStream_t hipStream_t;
+typedef cudaEvent_t hipEvent_t;
+typedef struct cudaDeviceProp hipDeviceProp_t;
+typedef struct cudaPointerAttributes hipPointerAttribute_t;
+typedef cudaIpcMemHandle_t hipIpcMemHandle_t;
+
+#define hipSuccess cudaSuccess
+#define hipErrorNotReady cudaErrorNotReady
+#define hipErrorOutOfMemory cudaErrorMemoryAllocation
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorPeerAccessAlreadyEnabled cudaErrorPeerAccessAlreadyEnabled
+#define hipErrorHostMemoryAlreadyRegistered cudaErrorHostMemoryAlreadyRegistered
+
+#define hipGetErrorString cudaGetErrorString
+#define hipGetErrorName cudaGetErrorName
+#define hipGetLastError cudaGetLastError
+#define hipPeekAtLastError cudaPeekAtLastError
+
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipGetDevice cudaGetDevice
+#define hipSetDevice cudaSetDevice
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipDeviceCanAccessPeer cudaDeviceCanAccessPeer
+#define hipDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipDriverGetVersion cudaDriverGetVersion
+#define hipRuntimeGetVersion cudaRuntimeGetVersion
+
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipHostMalloc cudaHostAlloc
+#define hipHostMallocDefault cudaHostAllocDefault
+#define hipHostMallocPortable cudaHostAllocPortable
+#define hipHostMallocMapped cudaHostAllocMapped
+#define hipHostFree cudaFreeHost
+#define hipHostRegister cudaHostRegister
+#define hipHostRegisterPortable cudaHostRegisterPortable
+#define hipHostRegisterMapped cudaHostRegisterMapped
+#define hipHostUnregister cudaHostUnregister
+#define hipHostGetDevicePointer cudaHostGetDevicePointer
+#define hipPointerGetAttributes cudaPointerGetAttributes
+#define hipMemset cudaMemset
+#define hipMemsetAsync cudaMemsetAsync
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemcpy2DAsync cudaMemcpy2DAsync
+#define hipMemcpyPeerAsync cudaMemcpyPeerAsync
+#define hipMemcpyDefault cudaMemcpyDefault
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamWaitEvent cudaStreamWaitEvent
+
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDefault cudaEventDefault
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventQuery cudaEventQuery
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+
+#define hipIpcGetMemHandle cudaIpcGetMemHandle
+#define hipIpcOpenMemHandle cudaIpcOpenMemHandle
+#define hipIpcCloseMemHandle cudaIpcCloseMemHandle
+#define hipIpcMemLazyEnablePeerAccess cudaIpcMemLazyEnablePeerAccess
+
+
+static inline int gdte_compat_attr_kind(const hipPointerAttribute_t *a)
+{
+    switch (a->type) {
+    case cudaMemoryTypeManaged: return 3;
+    case cudaMemoryTypeDevice: return 2;
+    case cudaMemoryTypeHost: return 1;
+    default: return 0;
+    }
+}
+
+/* The CUDA runtime has no address-range query; the driver's is fetched through the runtime so
+ * that libgdte never links libcuda (a build must load on machines without a driver). */
+typedef int (*gdte_compat_cu_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
+static inline hipError_t gdte_compat_mem_range(const void *p, void **base_p, size_t *size_p)
+{
+    static gdte_compat_cu_range_fn fn;
+    static int looked;
+    if (!looked) {
+        void *f = NULL;
+        enum cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (gdte_compat_cu_range_fn)f;
+        looked = 1;
+    }
+    if (!fn) return cudaErrorNotSupported;
+    unsigned long long base = 0;
+    if (fn(&base, size_p, (unsigned long long)(size_t)p) != 0) return cudaErrorInvalidValue;
+    *base_p = (void *)(size_t)base;
+    return cudaSuccess;
+}
+#define GDTE_COMPAT_UNKNOWN_PTR_IS_ERROR 0
+#define GDTE_COMPAT_VENDOR "cuda"
+#endif
+
+/* Memory kinds returned by gdte_compat_attr_kind. */
+enum { GDTE_COMPAT_MEM_UNREGISTERED = 0, GDTE_COMPAT_MEM_HOST = 1, GDTE_COMPAT_MEM_DEVICE = 2, GDTE_COMPAT_MEM_MANAGED = 3 };
+
+#endif

@@ -1,0 +1,12 @@
+/* The memory-kind cache behind gdte_mem_query (memquery.c). */
+#ifndef GDTE_MEMQUERY_H
+#define GDTE_MEMQUERY_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Drop cached ranges overlapping [ptr, ptr+size): call when device memory is freed. */
+void gdte_memquery_forget(const void *ptr, size_t size);
+/* Drop everything and zero the counters (gdte_finalize, tests). */
+void gdte_memquery_reset(void);
+void gdte_memquery_stats(int64_t *hits_p, int64_t *misses_p, int *ranges_p);
+#endif

@@ -1,0 +1,669 @@
+/*
+ * pack_kernels.cu: the GPU executor of a gdte_layout_t. One source in the common CUDA/HIP
+ * dialect: nvcc compiles it for CUDA, hipcc (-x hip) for HIP; runtime names go through
+ * gpu_compat.h. It must move exactly the bytes host_exec.c moves, for any byte range of the
+ * packed stream, so that fragments packed here and unpacked on the host (or the reverse)
+ * agree.
+ *
+ * Kernels (chosen by gdte_gpu_exec from the layout, the buffers' alignment and the range):
+ *  - CONTIG:     one async copy.
+ *  - STRIDED:    rows of dimension 0 split into tiles of blocks; each thread block walks a
+ *                contiguous run of tiles, carrying the outer index by addition, so there is no
+ *                chain of divisions per element. Words of W = 16/8/4/2/1 bytes, the widest
+ *                that the buffers, the block length and every stride allow.
+ *  - TILED:      small blocks (<= 16 B) whose dimension 1 is denser in memory than dimension 0
+ *                (transposes): a 32x32-block tile goes through shared memory so that the
+ *                reads follow dimension 1 and the writes follow dimension 0, both coalesced.
+ *  - DEV_WARP:   one warp per work unit: bytes before the first aligned word and after the
+ *                last one apart, the middle in words as wide as the two addresses' common
+ *                alignment allows (16 B when both are congruent mod 16).
+ *  - DEV_THREAD: one thread per unit, for types whose units are a few bytes (structs).
+ * Bytes of a STRIDED/TILED range that fall outside its word-aligned middle (at most W-1 at
+ * each end, only when the range is cut mid-word) are moved by the first thread block.
+ */
+#include <stdint.h>
+#include <string.h>
+#include "gpu/gpu_compat.h"
+extern "C" {
+#include "kernels.h"
+#include "gpu/gpu.h"
+#include "util/util.h"
+}
+
+#define NT 256         /* threads per block for every kernel */
+#define TILE 32        /* blocks per side of a TILED tile */
+
+/* ---------------------------------------------------------------------------------------- */
+/* Words */
+template <int W> struct word_t;
+template <> struct word_t<1> { typedef uint8_t t; };
+template <> struct word_t<2> { typedef uint16_t t; };
+template <> struct word_t<4> { typedef uint32_t t; };
+template <> struct word_t<8> { typedef unsigned long long t; };
+template <> struct word_t<16> { typedef uint4 t; };
+
+template <int W> __device__ __forceinline__ typename word_t<W>::t ld(const char *p)
+{
+    return *reinterpret_cast<const typename word_t<W>::t *>(p);
+}
+template <int W> __device__ __forceinline__ void st(char *p, typename word_t<W>::t v)
+{
+    *reinterpret_cast<typename word_t<W>::t *>(p) = v;
+}
+
+static __host__ __device__ __forceinline__ int lowbit16(uint64_t x)
+{
+    x |= 16;
+    return (int)(x & (~x + 1));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Arguments. Layouts are passed by value: a kernel reads counts and strides from its
+ * parameter space, with no device allocation per call. */
+struct edge_args {
+    char *user;     /* user buffer as given (layout offsets include disp) */
+    char *pbase;    /* packed - offset: stream byte x lives at pbase + x */
+    int64_t off;    /* range start */
+    int64_t lo, hi; /* word-aligned middle moved by the main kernel */
+    int64_t end;    /* range end */
+};
+
+struct strided_args {
+    gdte_layout_t L;
+    edge_args e;
+    char *user_d; /* user + disp */
+    int64_t wpb;  /* words per block */
+    int64_t row0, nrows;
+    int64_t y0, rpt, tpr; /* tile: y0 blocks of a row x rpt rows; tiles per row group */
+    int64_t g_lo, ntiles, chunk;
+};
+
+struct tiled_args {
+    gdte_layout_t L;
+    edge_args e;
+    char *user_d;
+    int64_t nt0, nt1; /* tiles along dimensions 0 and 1 */
+    int64_t g_lo, g_hi;
+};
+
+struct dev_args {
+    char *user_d;
+    char *pbase;
+    const gdte_unit_t *units;
+    int64_t rep_bytes;
+    int64_t lo, hi;       /* stream range */
+    int64_t rep_lo;       /* pair p is (rep_lo + (pstart + p) / nu, u0 + (pstart + p) % nu) */
+    int64_t u0, nu, pstart, npairs;
+    int32_t ndims, wcap;
+    int64_t count[GDTE_MAX_DIMS], stride[GDTE_MAX_DIMS];
+};
+
+/* Bytes of the range outside the word-aligned middle, one per thread of block 0. */
+template <int DIR> __device__ __forceinline__ void edge_bytes(const gdte_layout_t &L, const edge_args &e)
+{
+    if (blockIdx.x != 0) return;
+    int64_t nh = e.lo - e.off, nt = e.end - e.hi;
+    int64_t t = threadIdx.x + (int64_t)threadIdx.y * blockDim.x;
+    if (t >= nh + nt) return;
+    int64_t x = t < nh ? e.off + t : e.hi + (t - nh);
+    int64_t b = x / L.blocklen;
+    char *u = e.user + gdte_layout_block_offset(&L, b) + (x - b * L.blocklen);
+    char *p = e.pbase + x;
+    if (DIR == GDTE_DIR_PACK)
+        *p = *u;
+    else
+        *u = *p;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* STRIDED */
+
+/* Move whole block: words tx, tx+X, ... with four loads in flight per thread. */
+template <int W, int DIR>
+__device__ __forceinline__ void block_copy(char *u, char *p, int64_t jlo, int64_t jhi, int tx, int X)
+{
+    char *src = DIR == GDTE_DIR_PACK ? u : p;
+    char *dst = DIR == GDTE_DIR_PACK ? p : u;
+    int64_t j = jlo + tx;
+    for (; j + 3 * X < jhi; j += 4 * X) {
+        typename word_t<W>::t v0 = ld<W>(src + j * W);
+        typename word_t<W>::t v1 = ld<W>(src + (j + X) * W);
+        typename word_t<W>::t v2 = ld<W>(src + (j + 2 * X) * W);
+        typename word_t<W>::t v3 = ld<W>(src + (j + 3 * X) * W);
+        st<W>(dst + j * W, v0);
+        st<W>(dst + (j + X) * W, v1);
+        st<W>(dst + (j + 2 * X) * W, v2);
+        st<W>(dst + (j + 3 * X) * W, v3);
+    }
+    for (; j < jhi; j += X) st<W>(dst + j * W, ld<W>(src + j * W));
+}
+
+template <int W, int DIR> __global__ void __launch_bounds__(NT) k_strided(const strided_args a)
+{
+    edge_bytes<DIR>(a.L, a.e);
+    const int X = blockDim.x, tx = threadIdx.x;
+    const int64_t r_in = threadIdx.y / a.y0, i_in = threadIdx.y - r_in * a.y0;
+    if (r_in >= a.rpt) return;
+    int64_t g = a.g_lo + (int64_t)blockIdx.x * a.chunk;
+    const int64_t gend = min(g + a.chunk, a.g_lo + a.ntiles);
+    if (g >= gend) return;
+
+    const int nd = a.L.ndims;
+    const int64_t c0 = a.L.count[0], s0 = a.L.stride[0], bl = a.L.blocklen, wpb = a.wpb;
+    const int64_t lo = a.e.lo, hi = a.e.hi, rend = a.row0 + a.nrows;
+    int64_t grp = g / a.tpr, part = g - grp * a.tpr;
+    int64_t r = a.row0 + grp * a.rpt + r_in;
+    /* Outer index of row r: decomposed once per thread, then carried by addition. */
+    int64_t idx[GDTE_MAX_DIMS], roff = 0;
+    {
+        int64_t q = r;
+        for (int k = 1; k < nd; k++) {
+            int64_t c = a.L.count[k], qq = q / c;
+            idx[k] = q - qq * c;
+            roff += idx[k] * a.L.stride[k];
+            q = qq;
+        }
+    }
+    for (; g < gend; g++) {
+        int64_t i0 = part * a.y0 + i_in;
+        if (r < rend && i0 < c0) {
+            int64_t spos = (r * c0 + i0) * bl;
+            char *u = a.user_d + roff + i0 * s0;
+            char *p = a.e.pbase + spos;
+            if (spos >= lo && spos + bl <= hi) {
+                block_copy<W, DIR>(u, p, 0, wpb, tx, X);
+            } else if (spos < hi && spos + bl > lo) {
+                int64_t jlo = spos < lo ? (lo - spos) / W : 0;
+                int64_t jhi = spos + bl > hi ? (hi - spos) / W : wpb;
+                block_copy<W, DIR>(u, p, jlo, jhi, tx, X);
+            }
+        }
+        if (++part == a.tpr) {
+            part = 0;
+            r += a.rpt;
+            int64_t k = a.rpt;
+            for (int d = 1; d < nd && k; d++) {
+                int64_t v = idx[d] + k, c = a.L.count[d];
+                if (v < c) {
+                    roff += k * a.L.stride[d];
+                    idx[d] = v;
+                    break;
+                }
+                int64_t q = v / c, rem = v - q * c;
+                roff += (rem - idx[d]) * a.L.stride[d];
+                idx[d] = rem;
+                k = q;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* TILED: tile of TILE blocks along dimension 0 (i0, the packed-fast one) x TILE blocks along
+ * dimension 1 (i1, the memory-fast one), WPB words per block. Shared rows are padded by one
+ * word so the column-wise phase does not hit one bank. */
+template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT) k_tiled(const tiled_args a)
+{
+    typedef typename word_t<W>::t T;
+    __shared__ T sh[TILE][TILE * WPB + 1];
+    edge_bytes<DIR>(a.L, a.e);
+    const int t = threadIdx.x;
+    const int nd = a.L.ndims;
+    const int64_t c0 = a.L.count[0], c1 = a.L.count[1], s0 = a.L.stride[0], s1 = a.L.stride[1];
+    const int64_t bl = a.L.blocklen, lo = a.e.lo, hi = a.e.hi;
+    for (int64_t g = a.g_lo + blockIdx.x; g <= a.g_hi; g += gridDim.x) {
+        int64_t G = g / a.nt0, t0 = g - G * a.nt0;
+        int64_t o = G / a.nt1, t1 = G - o * a.nt1;
+        int64_t ooff = 0;
+        {
+            int64_t q = o;
+            for (int k = 2; k < nd; k++) {
+                int64_t c = a.L.count[k], qq = q / c;
+                ooff += (q - qq * c) * a.L.stride[k];
+                q = qq;
+            }
+        }
+        const int64_t a0 = t0 * TILE, a1 = t1 * TILE;
+        char *ub = a.user_d + ooff + a0 * s0 + a1 * s1;
+        /* stream position of block (a0, a1) of this tile; (i0l, i1l) adds (i1l*c0 + i0l)*bl */
+        const int64_t xb = ((o * c1 + a1) * c0 + a0) * bl;
+        /* Memory-side order: i1 (and words) fastest. */
+#define TILED_MEM_LOOP(BODY)                                                                        \
+    for (int f = t; f < TILE * TILE * WPB; f += NT) {                                              \
+        int i0l = f / (TILE * WPB), e = f - i0l * (TILE * WPB);                                     \
+        int i1l = e / WPB, w = e - i1l * WPB;                                                       \
+        if (a0 + i0l < c0 && a1 + i1l < c1) {                                                       \
+            int64_t x = xb + ((int64_t)i1l * c0 + i0l) * bl + w * W;                                \
+            if (x >= lo && x < hi) {                                                                \
+                char *u = ub + i0l * s0 + i1l * s1 + w * W;                                         \
+                BODY;                                                                               \
+            }                                                                                       \
+        }                                                                                           \
+    }
+        /* Packed-side order: i0 (and words) fastest. */
+#define TILED_PACKED_LOOP(BODY)                                                                     \
+    for (int f = t; f < TILE * TILE * WPB; f += NT) {                                              \
+        int i1l = f / (TILE * WPB), q = f - i1l * (TILE * WPB);                                     \
+        int i0l = q / WPB, w = q - i0l * WPB;                                                       \
+        if (a0 + i0l < c0 && a1 + i1l < c1) {                                                       \
+            int64_t x = xb + ((int64_t)i1l * c0 + i0l) * bl + w * W;                                \
+            if (x >= lo && x < hi) {                                                                \
+                char *p = a.e.pbase + x;                                                            \
+                BODY;                                                                               \
+            }                                                                                       \
+        }                                                                                           \
+    }
+        if (DIR == GDTE_DIR_PACK) {
+            TILED_MEM_LOOP(sh[i0l][e] = ld<W>(u))
+            __syncthreads();
+            TILED_PACKED_LOOP(st<W>(p, sh[i0l][i1l * WPB + w]))
+        } else {
+            TILED_PACKED_LOOP(sh[i0l][i1l * WPB + w] = ld<W>(p))
+            __syncthreads();
+            TILED_MEM_LOOP(st<W>(u, sh[i0l][e]))
+        }
+        __syncthreads();
+#undef TILED_MEM_LOOP
+#undef TILED_PACKED_LOOP
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* DEV */
+
+__device__ __forceinline__ int64_t rep_offset(const dev_args &a, int64_t rep)
+{
+    if (a.ndims == 0) return 0;
+    if (a.ndims == 1) return rep * a.stride[0];
+    int64_t off = 0;
+    for (int k = 0; k < a.ndims; k++) {
+        int64_t c = a.count[k], q = rep / c;
+        off += (rep - q * c) * a.stride[k];
+        rep = q;
+    }
+    return off;
+}
+
+template <int W>
+__device__ __forceinline__ void group_words(char *dst, const char *src, int64_t nw, int lane, int G)
+{
+    int64_t j = lane;
+    for (; j + 3 * G < nw; j += 4 * G) {
+        typename word_t<W>::t v0 = ld<W>(src + j * W);
+        typename word_t<W>::t v1 = ld<W>(src + (j + G) * W);
+        typename word_t<W>::t v2 = ld<W>(src + (j + 2 * G) * W);
+        typename word_t<W>::t v3 = ld<W>(src + (j + 3 * G) * W);
+        st<W>(dst + j * W, v0);
+        st<W>(dst + (j + G) * W, v1);
+        st<W>(dst + (j + 2 * G) * W, v2);
+        st<W>(dst + (j + 3 * G) * W, v3);
+    }
+    for (; j < nw; j += G) st<W>(dst + j * W, ld<W>(src + j * W));
+}
+
+/* n bytes from src to dst by G cooperating lanes (G = 32: a warp, 1: a thread). The word is
+ * the widest that src and dst share modulo 16: then both are aligned after the same head. */
+__device__ __forceinline__ void group_copy(char *dst, const char *src, int64_t n, int lane, int G, int wcap)
+{
+    int W = lowbit16((uint64_t)((uintptr_t)src - (uintptr_t)dst) | (uint64_t)wcap);
+    int64_t head = (int64_t)((0 - (uintptr_t)src) & (uintptr_t)(W - 1));
+    if (head > n) head = n;
+    for (int64_t i = lane; i < head; i += G) dst[i] = src[i];
+    int64_t nw = (n - head) / W;
+    char *d = dst + head;
+    const char *s = src + head;
+    switch (W) {
+    case 16: group_words<16>(d, s, nw, lane, G); break;
+    case 8: group_words<8>(d, s, nw, lane, G); break;
+    case 4: group_words<4>(d, s, nw, lane, G); break;
+    case 2: group_words<2>(d, s, nw, lane, G); break;
+    default: group_words<1>(d, s, nw, lane, G); break;
+    }
+    for (int64_t i = head + nw * W + lane; i < n; i += G) dst[i] = src[i];
+}
+
+/* Move the part of unit u of repetition rep that lies in [lo, hi). */
+template <int DIR>
+__device__ __forceinline__ void dev_unit(const dev_args &a, int64_t rep, int64_t u, int lane, int G)
+{
+    const gdte_unit_t U = a.units[u];
+    int64_t s = rep * a.rep_bytes + U.packed;
+    int64_t b = s > a.lo ? s : a.lo, e = s + U.len < a.hi ? s + U.len : a.hi;
+    if (b >= e) return;
+    char *usr = a.user_d + rep_offset(a, rep) + U.src + (b - s);
+    char *pk = a.pbase + b;
+    if (DIR == GDTE_DIR_PACK)
+        group_copy(pk, usr, e - b, lane, G, a.wcap);
+    else
+        group_copy(usr, pk, e - b, lane, G, a.wcap);
+}
+
+template <int DIR> __global__ void __launch_bounds__(NT) k_dev_warp(const dev_args a)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t nwarps = (int64_t)gridDim.x * (NT / 32);
+    for (int64_t p = (int64_t)blockIdx.x * (NT / 32) + (threadIdx.x >> 5); p < a.npairs; p += nwarps) {
+        int64_t q = a.pstart + p, r = q / a.nu;
+        dev_unit<DIR>(a, a.rep_lo + r, a.u0 + (q - r * a.nu), lane, 32);
+    }
+}
+
+/* One thread per unit; (repetition, unit) advances by the grid size each step, by addition. */
+template <int DIR> __global__ void __launch_bounds__(NT) k_dev_thread(const dev_args a)
+{
+    const int64_t T = (int64_t)gridDim.x * NT;
+    int64_t p = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (p >= a.npairs) return;
+    const int64_t dq = T / a.nu, dr = T - dq * a.nu;
+    int64_t q = a.pstart + p, rep = q / a.nu, u = q - rep * a.nu;
+    for (; p < a.npairs; p += T) {
+        dev_unit<DIR>(a, a.rep_lo + rep, a.u0 + u, 0, 1);
+        rep += dq;
+        u += dr;
+        if (u >= a.nu) {
+            u -= a.nu;
+            rep++;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Host side */
+
+static int forced_variant = GDTE_KVAR_NONE;
+static int forced_word;
+
+extern "C" void gdte_gpu_exec_force_variant(gdte_kvar_t v) { forced_variant = v; }
+extern "C" void gdte_gpu_exec_force_word(int bytes) { forced_word = bytes; }
+
+static gdte_status_t launch_check(const char *what)
+{
+    hipError_t e = hipGetLastError();
+    if (e == hipSuccess) return GDTE_OK;
+    gdte_error("GPU kernel %s: launch failed: %s", what, hipGetErrorString(e));
+    return GDTE_ERR_GPU;
+}
+
+/* Thread blocks that fill the current GPU (a few per SM), or the caller's cap. */
+static int64_t grid_cap(int max_blocks)
+{
+    if (max_blocks > 0) return max_blocks;
+    gdte_gpu_props_t p;
+    if (gdte_gpu_get_props(-1, &p) != GDTE_OK || p.sm_count <= 0) return 1024;
+    int per_sm = p.max_threads_per_sm > 0 ? p.max_threads_per_sm / NT : 8;
+    if (per_sm < 1) per_sm = 1;
+    return (int64_t)p.sm_count * per_sm;
+}
+
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t iabs(int64_t a) { return a < 0 ? -a : a; }
+
+/* Word width for STRIDED/TILED: the user side's addresses are user + disp + sum(i*stride),
+ * the packed side's are pbase + k*blocklen; L->align covers disp, blocklen and strides. */
+static int strided_word(const gdte_layout_t *L, const void *user, const void *pbase, int wcap)
+{
+    return lowbit16((uint64_t)L->align | (uint64_t)(uintptr_t)user | (uint64_t)(uintptr_t)pbase | (uint64_t)wcap);
+}
+
+static int tiled_possible(const gdte_layout_t *L, int W)
+{
+    int64_t wpb = L->blocklen / W;
+    return L->kind == GDTE_LAYOUT_KIND_STRIDED && L->ndims >= 2 && L->blocklen <= 16 &&
+           (wpb == 1 || wpb == 2 || wpb == 4);
+}
+
+/* Transpose-like: small blocks whose dimension 1 runs denser in memory than dimension 0. */
+static int tiled_pays(const gdte_layout_t *L, int W)
+{
+    return tiled_possible(L, W) && iabs(L->stride[1]) < iabs(L->stride[0]) && iabs(L->stride[1]) <= 64;
+}
+
+static int dev_thread_pays(const gdte_layout_t *L)
+{
+    return L->nunits > 0 && L->rep_bytes / L->nunits <= 48 && L->max_unit_len <= 256;
+}
+
+static gdte_kvar_t choose(const gdte_layout_t *L, int W)
+{
+    switch (L->kind) {
+    case GDTE_LAYOUT_KIND_CONTIG:
+        if (forced_variant == GDTE_KVAR_STRIDED) return GDTE_KVAR_STRIDED;
+        return GDTE_KVAR_CONTIG;
+    case GDTE_LAYOUT_KIND_STRIDED:
+        if (forced_variant == GDTE_KVAR_STRIDED) return GDTE_KVAR_STRIDED;
+        if (forced_variant == GDTE_KVAR_TILED && tiled_possible(L, W)) return GDTE_KVAR_TILED;
+        return tiled_pays(L, W) ? GDTE_KVAR_TILED : GDTE_KVAR_STRIDED;
+    case GDTE_LAYOUT_KIND_UNITS:
+        if (forced_variant == GDTE_KVAR_DEV_WARP || forced_variant == GDTE_KVAR_DEV_THREAD)
+            return (gdte_kvar_t)forced_variant;
+        return dev_thread_pays(L) ? GDTE_KVAR_DEV_THREAD : GDTE_KVAR_DEV_WARP;
+    default: return GDTE_KVAR_NONE;
+    }
+}
+
+extern "C" gdte_kvar_t gdte_gpu_exec_variant(const gdte_layout_t *L, gdte_dir_t dir)
+{
+    (void)dir;
+    return choose(L, lowbit16((uint64_t)L->align | (uint64_t)forced_word));
+}
+
+/* Word-aligned middle [lo, hi) of [off, end); when there is none, every byte is an edge. */
+static void split_edges(edge_args *e, int64_t off, int64_t end, int W)
+{
+    e->off = off;
+    e->end = end;
+    e->lo = (off + W - 1) / W * W;
+    e->hi = end / W * W;
+    if (e->lo >= e->hi) e->lo = e->hi = end;
+}
+
+template <int DIR>
+static void launch_strided(int W, dim3 g, dim3 b, hipStream_t s, const strided_args &a)
+{
+    switch (W) {
+    case 16: k_strided<16, DIR><<<g, b, 0, s>>>(a); break;
+    case 8: k_strided<8, DIR><<<g, b, 0, s>>>(a); break;
+    case 4: k_strided<4, DIR><<<g, b, 0, s>>>(a); break;
+    case 2: k_strided<2, DIR><<<g, b, 0, s>>>(a); break;
+    default: k_strided<1, DIR><<<g, b, 0, s>>>(a); break;
+    }
+}
+
+static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *user, char *pbase, int64_t off,
+                                 int64_t end, int W, hipStream_t s, int64_t cap)
+{
+    strided_args a;
+    memset(&a, 0, sizeof a);
+    a.L = *L0;
+    if (a.L.kind == GDTE_LAYOUT_KIND_CONTIG || a.L.ndims == 0) {
+        /* One block: a one-row grid of one block, for forced runs on contiguous layouts. */
+        a.L.kind = GDTE_LAYOUT_KIND_STRIDED;
+        a.L.ndims = 1;
+        a.L.count[0] = 1;
+        a.L.stride[0] = a.L.blocklen;
+    }
+    const int64_t bl = a.L.blocklen, c0 = a.L.count[0];
+    a.e.user = user;
+    a.e.pbase = pbase;
+    a.user_d = user + a.L.disp;
+    split_edges(&a.e, off, end, W);
+    a.wpb = bl / W;
+    int X = (int)imin(a.wpb, 32), Y = NT / X;
+    if (c0 >= Y) {
+        a.y0 = Y;
+        a.rpt = 1;
+    } else {
+        a.y0 = c0;
+        a.rpt = Y / c0;
+    }
+    a.tpr = (c0 + a.y0 - 1) / a.y0;
+    if (a.e.lo < a.e.hi) {
+        int64_t b_lo = a.e.lo / bl, b_hi = (a.e.hi - 1) / bl;
+        a.row0 = b_lo / c0;
+        a.nrows = b_hi / c0 - a.row0 + 1;
+        if (a.rpt == 1) {
+            a.g_lo = (b_lo % c0) / a.y0;
+            a.ntiles = (a.nrows - 1) * a.tpr + (b_hi % c0) / a.y0 - a.g_lo + 1;
+        } else {
+            a.g_lo = 0;
+            a.ntiles = (a.nrows + a.rpt - 1) / a.rpt;
+        }
+    }
+    int64_t nb = imin(cap, a.ntiles > 0 ? a.ntiles : 1);
+    a.chunk = a.ntiles > 0 ? (a.ntiles + nb - 1) / nb : 0;
+    if (a.chunk > 0) nb = (a.ntiles + a.chunk - 1) / a.chunk;
+    dim3 grid((unsigned)nb), block((unsigned)X, (unsigned)Y);
+    if (dir == GDTE_DIR_PACK)
+        launch_strided<GDTE_DIR_PACK>(W, grid, block, s, a);
+    else
+        launch_strided<GDTE_DIR_UNPACK>(W, grid, block, s, a);
+    return launch_check("strided");
+}
+
+template <int W, int WPB> static void launch_tiled(gdte_dir_t dir, dim3 g, hipStream_t s, const tiled_args &a)
+{
+    if (dir == GDTE_DIR_PACK)
+        k_tiled<W, WPB, GDTE_DIR_PACK><<<g, NT, 0, s>>>(a);
+    else
+        k_tiled<W, WPB, GDTE_DIR_UNPACK><<<g, NT, 0, s>>>(a);
+}
+
+static gdte_status_t run_tiled(const gdte_layout_t *L, gdte_dir_t dir, char *user, char *pbase, int64_t off,
+                               int64_t end, int W, hipStream_t s, int64_t cap)
+{
+    tiled_args a;
+    memset(&a, 0, sizeof a);
+    a.L = *L;
+    a.e.user = user;
+    a.e.pbase = pbase;
+    a.user_d = user + L->disp;
+    split_edges(&a.e, off, end, W);
+    const int64_t c0 = L->count[0], c1 = L->count[1], bl = L->blocklen;
+    a.nt0 = (c0 + TILE - 1) / TILE;
+    a.nt1 = (c1 + TILE - 1) / TILE;
+    a.g_lo = 0;
+    a.g_hi = -1;
+    if (a.e.lo < a.e.hi) {
+        /* tile rows (outer index, tile along dimension 1) that the range touches */
+        int64_t r_lo = a.e.lo / bl / c0, r_hi = (a.e.hi - 1) / bl / c0;
+        int64_t G_lo = (r_lo / c1) * a.nt1 + (r_lo % c1) / TILE;
+        int64_t G_hi = (r_hi / c1) * a.nt1 + (r_hi % c1) / TILE;
+        a.g_lo = G_lo * a.nt0;
+        a.g_hi = G_hi * a.nt0 + a.nt0 - 1;
+    }
+    int64_t nb = imin(cap, a.g_hi >= a.g_lo ? a.g_hi - a.g_lo + 1 : 1);
+    dim3 grid((unsigned)nb);
+    int wpb = (int)(bl / W);
+    switch (W * 8 + wpb) {
+    case 16 * 8 + 1: launch_tiled<16, 1>(dir, grid, s, a); break;
+    case 8 * 8 + 1: launch_tiled<8, 1>(dir, grid, s, a); break;
+    case 8 * 8 + 2: launch_tiled<8, 2>(dir, grid, s, a); break;
+    case 4 * 8 + 1: launch_tiled<4, 1>(dir, grid, s, a); break;
+    case 4 * 8 + 2: launch_tiled<4, 2>(dir, grid, s, a); break;
+    case 4 * 8 + 4: launch_tiled<4, 4>(dir, grid, s, a); break;
+    case 2 * 8 + 1: launch_tiled<2, 1>(dir, grid, s, a); break;
+    case 2 * 8 + 2: launch_tiled<2, 2>(dir, grid, s, a); break;
+    case 2 * 8 + 4: launch_tiled<2, 4>(dir, grid, s, a); break;
+    case 1 * 8 + 1: launch_tiled<1, 1>(dir, grid, s, a); break;
+    case 1 * 8 + 2: launch_tiled<1, 2>(dir, grid, s, a); break;
+    case 1 * 8 + 4: launch_tiled<1, 4>(dir, grid, s, a); break;
+    default: return GDTE_ERR_INTERNAL;
+    }
+    return launch_check("tiled");
+}
+
+static gdte_status_t run_dev(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_kvar_t v, gdte_dir_t dir,
+                             char *user, char *pbase, int64_t off, int64_t end, hipStream_t s, int64_t cap)
+{
+    dev_args a;
+    memset(&a, 0, sizeof a);
+    a.user_d = user + L->disp;
+    a.pbase = pbase;
+    a.units = L->units;
+    a.rep_bytes = L->rep_bytes;
+    a.lo = off;
+    a.hi = end;
+    a.ndims = L->ndims;
+    a.wcap = forced_word ? lowbit16((uint64_t)forced_word) : 16;
+    for (int k = 0; k < L->ndims; k++) {
+        a.count[k] = L->count[k];
+        a.stride[k] = L->stride[k];
+    }
+    int64_t ua = 0, ub = L->nunits;
+    if (o && o->unit_hi > o->unit_lo) {
+        ua = o->unit_lo;
+        ub = o->unit_hi;
+    }
+    a.rep_lo = off / L->rep_bytes;
+    int64_t rep_hi = (end - 1) / L->rep_bytes;
+    a.u0 = ua;
+    a.nu = ub - ua;
+    if (o && o->host_units && ua == 0 && ub == L->nunits) {
+        /* Exact pair range from the host copy: no warp reads a unit outside the range. */
+        int64_t first = gdte_layout_find_unit(o->host_units, L->nunits, off - a.rep_lo * L->rep_bytes);
+        int64_t last = gdte_layout_find_unit(o->host_units, L->nunits, end - 1 - rep_hi * L->rep_bytes);
+        a.pstart = first;
+        a.npairs = (rep_hi - a.rep_lo) * a.nu + last - first + 1;
+    } else {
+        a.pstart = 0;
+        a.npairs = (rep_hi - a.rep_lo + 1) * a.nu;
+    }
+    if (a.npairs <= 0) return GDTE_OK;
+    if (v == GDTE_KVAR_DEV_THREAD) {
+        dim3 grid((unsigned)imin(cap, (a.npairs + NT - 1) / NT));
+        if (dir == GDTE_DIR_PACK)
+            k_dev_thread<GDTE_DIR_PACK><<<grid, NT, 0, s>>>(a);
+        else
+            k_dev_thread<GDTE_DIR_UNPACK><<<grid, NT, 0, s>>>(a);
+        return launch_check("dev_thread");
+    }
+    dim3 grid((unsigned)imin(cap, (a.npairs + NT / 32 - 1) / (NT / 32)));
+    if (dir == GDTE_DIR_PACK)
+        k_dev_warp<GDTE_DIR_PACK><<<grid, NT, 0, s>>>(a);
+    else
+        k_dev_warp<GDTE_DIR_UNPACK><<<grid, NT, 0, s>>>(a);
+    return launch_check("dev_warp");
+}
+
+extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir,
+                                          void *user, void *packed, int64_t offset, int64_t len, gdte_stream_t stream)
+{
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
+    if (len <= 0 || L->kind == GDTE_LAYOUT_KIND_EMPTY) return GDTE_OK;
+    if (offset < 0 || offset + len > L->total) return GDTE_ERR_OFFSET;
+    if (L->kind == GDTE_LAYOUT_KIND_UNITS && (!L->units || L->nunits <= 0 || L->rep_bytes <= 0))
+        return GDTE_ERR_INVALID_ARG;
+    hipStream_t s = (hipStream_t)stream;
+    char *u = (char *)user;
+    char *pbase = (char *)packed - offset;
+    const int64_t end = offset + len;
+    const int64_t cap = grid_cap(o ? o->max_blocks : 0);
+    const int W = strided_word(L, user, pbase, forced_word);
+    switch (choose(L, W)) {
+    case GDTE_KVAR_CONTIG: {
+        char *ua = u + L->disp + offset;
+        hipError_t e = dir == GDTE_DIR_PACK ? hipMemcpyAsync(packed, ua, (size_t)len, hipMemcpyDefault, s)
+                                            : hipMemcpyAsync(ua, packed, (size_t)len, hipMemcpyDefault, s);
+        if (e != hipSuccess) {
+            gdte_error("GPU copy of %lld bytes failed: %s", (long long)len, hipGetErrorString(e));
+            (void)hipGetLastError();
+            return GDTE_ERR_GPU;
+        }
+        return GDTE_OK;
+    }
+    case GDTE_KVAR_STRIDED: return run_strided(L, dir, u, pbase, offset, end, W, s, cap);
+    case GDTE_KVAR_TILED: return run_tiled(L, dir, u, pbase, offset, end, W, s, cap);
+    case GDTE_KVAR_DEV_WARP:
+    case GDTE_KVAR_DEV_THREAD: return run_dev(L, o, choose(L, W), dir, u, pbase, offset, end, s, cap);
+    default: return GDTE_ERR_INTERNAL;
+    }
+}
+
+extern "C" gdte_status_t gdte_gpu_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed,
+                                       int64_t offset, int64_t len, gdte_stream_t stream, int max_blocks)
+{
+    gdte_gpu_exec_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.max_blocks = max_blocks;
+    return gdte_gpu_exec_ex(L, &o, dir, user, packed, offset, len, stream);
+}
