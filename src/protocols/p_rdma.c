@@ -1,0 +1,599 @@
+/*
+ * RDMA within a node through GPU IPC (seed 001, 4.3.1), driven by the receiver (GET).
+ *
+ * Each sender exposes one device fragment ring per peer, made on the first RDMA offer to
+ * that peer and exported once (its IPC handle rides in every RDMA-capable handshake, and the
+ * receiver opens it only when it sees a ring id it has not opened: once per peer).
+ *
+ *   ring:  CTS (pack request, with credits) -> sender packs k into a free ring slot ->
+ *          READY(k, slot) -> receiver copies the slot to local device memory and unpacks it
+ *          (GDTE_RDMA_LOCAL_COPY=1: DONE as soon as the copy is done, so the sender refills
+ *          early) or unpacks straight from the peer's slot (=0: DONE after the unpack) ->
+ *          DONE(slot) frees the ring slot and returns a credit.
+ *   contiguous sender:   the receiver unpacks straight from the sender's user buffer, then
+ *                        FIN; the sender only waits (no ring, no pack).
+ *   contiguous receiver: the sender packs straight into the receiver's user buffer, then FIN.
+ *
+ * Same GPU or two GPUs: IPC mappings are opened with lazy peer access, so kernels and copies
+ * reach the peer's memory over NVLink/PCIe where the devices allow it; whether they do is
+ * checked once per peer GPU before RDMA is offered.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "proto_int.h"
+
+#define RDMA_FRAG_MIN (256 << 10)
+
+static int local_copy(void) { return gdte_knob(GDTE_KNOB_RDMA_LOCAL_COPY) != 0; }
+
+/* ---- IPC mappings of a peer's memory --------------------------------------------------------- */
+static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_gpu_ipc_handle_t *h,
+                                     gdte_ipc_map_t **map_p)
+{
+    gdte_ipc_map_t *victim = NULL;
+    for (int i = 0; i < GDTE_PROTO_IPC_CACHE; i++) {
+        gdte_ipc_map_t *m = &p->ipc_cache[i];
+        if (m->base && !memcmp(&m->h, h, sizeof *h)) {
+            m->last_use = ++ctx->ipc_clock;
+            m->refs++;
+            *map_p = m;
+            return GDTE_OK;
+        }
+        if (m->refs == 0 && (!victim || !m->base || (victim->base && m->last_use < victim->last_use))) victim = m;
+    }
+    if (!victim) return GDTE_INPROGRESS; /* every mapping is in use: wait for one */
+    if (victim->base) {
+        gdte_gpu_ipc_close(victim->base);
+        victim->base = NULL;
+    }
+    void *base;
+    gdte_status_t st = gdte_gpu_ipc_open(h, &base);
+    if (st != GDTE_OK) return st;
+    ctx->stats.ipc_opens++;
+    victim->h = *h;
+    victim->base = base;
+    victim->last_use = ++ctx->ipc_clock;
+    victim->refs = 1;
+    *map_p = victim;
+    return GDTE_OK;
+}
+
+static gdte_status_t open_peer_ring(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_wire_rts_t *rts)
+{
+    if (p->peer_ring_base && p->peer_ring_id == rts->ring_id) return GDTE_OK;
+    if (p->peer_ring_base) gdte_gpu_ipc_close(p->peer_ring_base);
+    p->peer_ring_base = NULL;
+    gdte_status_t st = gdte_gpu_ipc_open(&rts->ring_h, &p->peer_ring_base);
+    if (st != GDTE_OK) {
+        p->peer_ring_base = NULL;
+        return st;
+    }
+    ctx->stats.ipc_opens++;
+    p->peer_ring_id = rts->ring_id;
+    return GDTE_OK;
+}
+
+void gdte_proto_rdma_cleanup(struct gdte_comm *ctx)
+{
+    for (int i = 0; i < ctx->size; i++) {
+        gdte_peer_t *p = &ctx->peers[i];
+        if (p->peer_ring_base) gdte_gpu_ipc_close(p->peer_ring_base);
+        p->peer_ring_base = NULL;
+        for (int j = 0; j < GDTE_PROTO_IPC_CACHE; j++)
+            if (p->ipc_cache[j].base) {
+                gdte_gpu_ipc_close(p->ipc_cache[j].base);
+                p->ipc_cache[j].base = NULL;
+            }
+        if (p->ring) {
+            gdte_stg_put(&ctx->pool, p->ring->buf);
+            free(p->ring);
+            p->ring = NULL;
+        }
+    }
+}
+
+/* Export the allocation holding `ptr` (IPC handles name whole allocations). */
+static gdte_status_t export_buffer(const void *ptr, gdte_gpu_ipc_handle_t *h, int64_t *off_p)
+{
+    void *base;
+    size_t size;
+    gdte_status_t st = gdte_gpu_mem_range(ptr, &base, &size);
+    if (st != GDTE_OK) return st;
+    if ((st = gdte_gpu_ipc_get_handle(base, h)) != GDTE_OK) return st;
+    *off_p = (const char *)ptr - (const char *)base;
+    return GDTE_OK;
+}
+
+/* ---- sender: what is offered in the handshake ---------------------------------------------- */
+static gdte_ring_t *make_ring(struct gdte_comm *ctx)
+{
+    int slots = (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
+    if (slots > GDTE_PROTO_MAX_DEPTH) slots = GDTE_PROTO_MAX_DEPTH;
+    if (slots < 2) slots = 2;
+    int64_t slot_bytes = gdte_knob(GDTE_KNOB_FRAG_SIZE);
+    if (slot_bytes <= 0) slot_bytes = GDTE_PROTO_RING_SLOT_DEFAULT;
+    int64_t budget = ctx->pool.budget[GDTE_STG_RING];
+    while (slot_bytes > 4096 && (int64_t)slots * slot_bytes > budget) slot_bytes /= 2;
+    if ((int64_t)slots * slot_bytes > budget) return NULL;
+    gdte_ring_t *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    if (gdte_stg_get(&ctx->pool, GDTE_STG_DEVICE, GDTE_STG_RING, (int64_t)slots * slot_bytes, &r->buf) != GDTE_OK) {
+        free(r);
+        return NULL;
+    }
+    if (gdte_gpu_ipc_get_handle(r->buf->ptr, &r->handle) != GDTE_OK) {
+        gdte_stg_put(&ctx->pool, r->buf);
+        free(r);
+        return NULL;
+    }
+    r->slots = slots;
+    r->slot_bytes = slot_bytes;
+    r->id = ctx->next_ring_id++;
+    ctx->stats.ring_allocs++;
+    return r;
+}
+
+void gdte_proto_rdma_offer(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
+{
+    struct gdte_comm *ctx = req->ctx;
+    gdte_peer_t *p = &ctx->peers[req->peer];
+    if (!ctx->gpu || req->size == 0) return;
+    if (req->contig && req->mem_kind == GDTE_MEM_DEVICE &&
+        export_buffer((const char *)req->buf + req->L.disp, &rts->buf_h, &rts->buf_off) == GDTE_OK)
+        rts->flags |= GDTE_RTS_BUF_HANDLE;
+    if (!p->ring && !p->ring_failed) {
+        p->ring = make_ring(ctx);
+        if (!p->ring) {
+            p->ring_failed = 1;
+            gdte_info("peer %d: no RDMA fragment ring (device memory or IPC export failed)", req->peer);
+        }
+    }
+    if (p->ring) {
+        rts->flags |= GDTE_RTS_RING;
+        rts->ring_id = p->ring->id;
+        rts->ring_slots = p->ring->slots;
+        rts->ring_slot_bytes = p->ring->slot_bytes;
+        rts->ring_h = p->ring->handle;
+    }
+}
+
+/* ---- receiver: can RDMA move this message? ---------------------------------------------------- */
+static int peer_gpu_reachable(struct gdte_comm *ctx, gdte_peer_t *p, uint32_t pci)
+{
+    if (pci == ctx->pci) return 1;
+    if (p->reach && p->reach_pci == pci) return p->reach > 0;
+    int ok = 0;
+    int n = gdte_gpu_device_count();
+    for (int d = 0; d < n; d++) {
+        gdte_gpu_props_t pr;
+        if (gdte_gpu_get_props(d, &pr) != GDTE_OK) continue;
+        uint32_t id = ((uint32_t)pr.pci_domain << 16) | ((uint32_t)pr.pci_bus << 8) | (uint32_t)pr.pci_device;
+        if (id != pci) continue;
+        int can = 0;
+        ok = gdte_gpu_can_access_peer(ctx->dev, d, &can) == GDTE_OK && can;
+        if (ok) gdte_gpu_enable_peer(d);
+        break;
+    }
+    p->reach_pci = pci;
+    p->reach = ok ? 1 : -1;
+    return ok;
+}
+
+static int rdma_usable(struct gdte_msg_req *req)
+{
+    struct gdte_comm *ctx = req->ctx;
+    const gdte_wire_rts_t *rts = &req->rts;
+    gdte_peer_t *p = &ctx->peers[req->peer];
+    if (!ctx->gpu || !req->on_dev || req->len == 0 || p->ipc_failed) return 0;
+    if (!(rts->flags & (GDTE_RTS_RING | GDTE_RTS_BUF_HANDLE))) return 0;
+    if (rts->node != ctx->node) return 0;
+    return peer_gpu_reachable(ctx, p, rts->pci);
+}
+
+static int64_t rdma_frag(const struct gdte_msg_req *req)
+{
+    int64_t f = req->want_frag;
+    if (f <= 0) {
+        f = (int64_t)1 << gdte_log2_ceil(req->len / 4 > 0 ? req->len / 4 : 1);
+        if (f < RDMA_FRAG_MIN) f = RDMA_FRAG_MIN;
+    }
+    if (f > req->rts.ring_slot_bytes) f = req->rts.ring_slot_bytes;
+    if (f > req->len) f = req->len;
+    return f < 1 ? 1 : f;
+}
+
+/* The sender's handles could not be opened here: never try again with this peer. */
+static gdte_status_t fall_back(struct gdte_msg_req *req, gdte_status_t why)
+{
+    gdte_warn("peer %d: GPU IPC failed (%s): using copyinout from now on", req->peer, gdte_status_name(why));
+    req->ctx->peers[req->peer].ipc_failed = 1;
+    gdte_proto_slots_release(req);
+    req->proto = &gdte_proto_copyinout_ops;
+    return req->proto->recv_start(req);
+}
+
+static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
+{
+    struct gdte_comm *ctx = req->ctx;
+    gdte_peer_t *p = &ctx->peers[req->peer];
+    const gdte_wire_rts_t *rts = &req->rts;
+    gdte_status_t st;
+
+    if (rts->flags & GDTE_RTS_BUF_HANDLE) {
+        /* Contiguous sender: read its buffer directly, one operation for the whole message. */
+        if (!req->ipc_ref) {
+            st = ipc_open_cached(ctx, p, &rts->buf_h, &req->ipc_ref);
+            if (st == GDTE_INPROGRESS) return st;
+            if (st != GDTE_OK) return fall_back(req, st);
+            req->peer_mem = (char *)req->ipc_ref->base + rts->buf_off;
+        }
+        req->rdma_mode = GDTE_CTS_SRC_DIRECT;
+        if (req->contig)
+            st = gdte_gpu_memcpy_async((char *)req->buf + req->L.disp, req->peer_mem, (size_t)req->len, ctx->stream);
+        else
+            st = gdte_proto_unpack_range(req, req->peer_mem, 0, req->len, 1);
+        if (st == GDTE_OK) st = gdte_proto_record(req, &req->ev);
+        if (st != GDTE_OK) return st;
+        req->ev_pending = 1;
+        req->outstanding++;
+        return gdte_proto_send_cts(req, 0, GDTE_CTS_SRC_DIRECT, 0, NULL);
+    }
+    if (req->contig && req->mem_kind == GDTE_MEM_DEVICE) {
+        /* Contiguous receiver: the sender packs straight into our buffer and says when. */
+        gdte_gpu_ipc_handle_t h;
+        int64_t off;
+        if (export_buffer((char *)req->buf + req->L.disp, &h, &off) == GDTE_OK) {
+            req->rdma_mode = GDTE_CTS_DST_HANDLE;
+            req->fin_wait = 1;
+            return gdte_proto_send_cts(req, 0, GDTE_CTS_DST_HANDLE, off, &h);
+        }
+    }
+    if (!(rts->flags & GDTE_RTS_RING)) return fall_back(req, GDTE_ERR_UNSUPPORTED);
+    if ((st = open_peer_ring(ctx, p, rts)) != GDTE_OK) return fall_back(req, st);
+    req->rdma_mode = 0;
+    if (!req->slots) {
+        req->frag = rdma_frag(req);
+        req->nfrags = (req->len + req->frag - 1) / req->frag;
+        int depth = req->want_depth;
+        if (depth > rts->ring_slots) depth = rts->ring_slots;
+        if (depth > req->nfrags) depth = (int)req->nfrags;
+        if ((st = gdte_proto_slots_alloc(req, depth)) != GDTE_OK) return st;
+    }
+    int got = req->nslots;
+    if (local_copy()) {
+        got = 0;
+        for (int i = 0; i < req->nslots; i++) {
+            gdte_slot_t *s = &req->slots[i];
+            if (!s->dev) {
+                st = gdte_stg_get(&ctx->pool, GDTE_STG_DEVICE, GDTE_STG_RECV, req->frag, &s->dev);
+                if (st == GDTE_INPROGRESS) break;
+                if (st != GDTE_OK) return st;
+            }
+            got++;
+        }
+        if (got == 0) return GDTE_INPROGRESS;
+        for (int i = got; i < req->nslots; i++) gdte_stg_put(&ctx->pool, req->slots[i].dev), req->slots[i].dev = NULL;
+        req->nslots = got;
+    }
+    req->credits = got;
+    return gdte_proto_send_cts(req, got, 0, 0, NULL);
+}
+
+ucs_status_t gdte_proto_ready_handler(void *arg, const void *header, size_t header_length, void *data,
+                                      size_t length, const ucp_am_recv_param_t *param)
+{
+    struct gdte_comm *ctx = arg;
+    (void)data;
+    (void)length;
+    (void)param;
+    if (header_length != sizeof(gdte_wire_ready_t)) return UCS_OK;
+    const gdte_wire_ready_t *h = header;
+    struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, h->req);
+    if (!req || req->is_send || req->proto != &gdte_proto_rdma_ops || req->state != GDTE_REQ_ACTIVE ||
+        req->peer != h->src)
+        return UCS_OK;
+    gdte_slot_t *s = gdte_proto_slot_free(req);
+    if (!s || h->k < 0 || h->k >= req->nfrags || h->ring_id != ctx->peers[req->peer].peer_ring_id ||
+        h->slot < 0 || h->slot >= req->rts.ring_slots) {
+        gdte_error("message %llu: unexpected RDMA fragment %lld", (unsigned long long)req->id, (long long)h->k);
+        gdte_proto_fail(req, GDTE_ERR_INTERNAL, 1);
+        return UCS_OK;
+    }
+    s->k = h->k;
+    s->off = h->k * req->frag;
+    s->len = req->len - s->off < req->frag ? req->len - s->off : req->frag;
+    s->ring_slot = h->slot;
+    s->state = GDTE_SLOT_ARRIVED;
+    gdte_proto_touch(req);
+    return UCS_OK;
+}
+
+static gdte_status_t send_done(struct gdte_msg_req *req, int ring_slot)
+{
+    gdte_wire_ready_t d = {.src = req->ctx->rank, .slot = ring_slot, .req = req->peer_req,
+                           .ring_id = req->ctx->peers[req->peer].peer_ring_id};
+    return gdte_proto_ctrl_send(req->ctx, req->peer, GDTE_AM_DONE, &d, sizeof d);
+}
+
+static int recv_progress(struct gdte_msg_req *req)
+{
+    struct gdte_comm *ctx = req->ctx;
+    gdte_status_t st = GDTE_OK;
+    int n = 0;
+    if (req->ev_pending) {
+        gdte_status_t q = gdte_gpu_event_query(req->ev);
+        if (q == GDTE_INPROGRESS) return 0;
+        req->ev_pending = 0;
+        req->outstanding--;
+        if (q != GDTE_OK) {
+            gdte_proto_fail(req, q, 1);
+            return 1;
+        }
+        if (req->state == GDTE_REQ_ACTIVE) {
+            /* Contiguous sender: its buffer is free again. */
+            gdte_wire_fin_t fin = {.src = ctx->rank, .status = GDTE_OK, .req = req->peer_req, .bytes = req->len};
+            if ((st = gdte_proto_ctrl_send(ctx, req->peer, GDTE_AM_FIN, &fin, sizeof fin)) != GDTE_OK) {
+                gdte_proto_fail(req, st, 0);
+                return 1;
+            }
+            req->info.bytes = req->len;
+            gdte_proto_finish(req);
+        }
+        return 1;
+    }
+    gdte_peer_t *p = &ctx->peers[req->peer];
+    int active = req->state == GDTE_REQ_ACTIVE;
+    for (int i = 0; i < req->nslots && st == GDTE_OK; i++) {
+        gdte_slot_t *s = &req->slots[i];
+        if (s->state == GDTE_SLOT_ARRIVED) {
+            if (!active) {
+                /* Aborted: hand the slot back unread, or the sender's ring shrinks for good. */
+                if (!p->failed) send_done(req, s->ring_slot);
+                s->ring_slot = -1;
+                s->state = GDTE_SLOT_FREE;
+                continue;
+            }
+            const char *src = (const char *)p->peer_ring_base + (int64_t)s->ring_slot * req->rts.ring_slot_bytes;
+            if (s->dev) {
+                st = gdte_gpu_memcpy_async(s->dev->ptr, src, (size_t)s->len, ctx->stream);
+                if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev2);
+                if (st == GDTE_OK) {
+                    s->ev2_pending = 1;
+                    req->outstanding++;
+                    st = gdte_proto_unpack_range(req, s->dev->ptr, s->off, s->len, 1);
+                }
+            } else {
+                st = gdte_proto_unpack_range(req, src, s->off, s->len, 1);
+            }
+            if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev);
+            if (st != GDTE_OK) {
+                /* Whatever was queued before the failure still runs: wait for it to drain. */
+                s->state = GDTE_SLOT_UNPACKING;
+                if (gdte_proto_record(req, &s->ev) == GDTE_OK) req->outstanding++;
+                else s->state = GDTE_SLOT_FREE;
+                break;
+            }
+            req->outstanding++;
+            s->state = GDTE_SLOT_UNPACKING;
+            n++;
+        }
+        if (s->state != GDTE_SLOT_UNPACKING) continue;
+        if (s->ev2_pending) {
+            gdte_status_t q = gdte_gpu_event_query(s->ev2);
+            if (q == GDTE_INPROGRESS) continue;
+            s->ev2_pending = 0;
+            req->outstanding--;
+            n++;
+            if (q != GDTE_OK) {
+                st = q;
+                break;
+            }
+            /* The slot's bytes are local now: the sender may refill it while we unpack. */
+            if (s->ring_slot >= 0 && !p->failed) {
+                gdte_status_t d = send_done(req, s->ring_slot);
+                if (active && d != GDTE_OK) st = d;
+            }
+            s->ring_slot = -1;
+            if (st != GDTE_OK) break;
+        }
+        gdte_status_t q = gdte_gpu_event_query(s->ev);
+        if (q == GDTE_INPROGRESS) continue;
+        req->outstanding--;
+        s->state = GDTE_SLOT_FREE;
+        n++;
+        if (s->ring_slot >= 0 && !p->failed) {
+            gdte_status_t d = send_done(req, s->ring_slot);
+            if (active && d != GDTE_OK && q == GDTE_OK) q = d;
+        }
+        s->ring_slot = -1;
+        if (q != GDTE_OK) {
+            st = q;
+            break;
+        }
+        if (!active) continue;
+        req->frags_done++;
+        ctx->stats.frags_recvd++;
+        gdte_proto_touch(req);
+        if (req->frags_done == req->nfrags) {
+            req->info.bytes = req->len;
+            gdte_proto_finish(req);
+        }
+    }
+    if (st != GDTE_OK) gdte_proto_fail(req, st, 1);
+    return n;
+}
+
+/* ---- sender ---------------------------------------------------------------------------------- */
+static gdte_status_t rdma_send_start(struct gdte_msg_req *req, const gdte_wire_cts_t *cts)
+{
+    struct gdte_comm *ctx = req->ctx;
+    gdte_peer_t *p = &ctx->peers[req->peer];
+    gdte_status_t st;
+    req->rdma_mode = (int)(cts->flags & (GDTE_CTS_SRC_DIRECT | GDTE_CTS_DST_HANDLE));
+    if (req->len == 0) {
+        gdte_proto_finish(req);
+        return GDTE_OK;
+    }
+    if (req->rdma_mode == GDTE_CTS_SRC_DIRECT) {
+        req->fin_wait = 1; /* the receiver reads our buffer, then says so */
+        return GDTE_OK;
+    }
+    if (req->rdma_mode == GDTE_CTS_DST_HANDLE) {
+        gdte_gpu_ipc_handle_t h = cts->buf_h;
+        st = ipc_open_cached(ctx, p, &h, &req->ipc_ref);
+        if (st != GDTE_OK) return st == GDTE_INPROGRESS ? GDTE_ERR_NO_DEVICE_MEMORY : st;
+        req->peer_mem = (char *)req->ipc_ref->base + cts->buf_off;
+        st = gdte_proto_pack_range(req, req->peer_mem, 0, req->len, 1);
+        if (st == GDTE_OK) st = gdte_proto_record(req, &req->ev);
+        if (st != GDTE_OK) return st;
+        req->ev_pending = 1;
+        req->outstanding++;
+        return GDTE_OK;
+    }
+    if (!p->ring) return GDTE_ERR_INTERNAL;
+    req->frag = cts->frag;
+    req->credits = cts->credits;
+    if (req->frag <= 0 || req->frag > p->ring->slot_bytes || req->credits <= 0) return GDTE_ERR_INTERNAL;
+    req->nfrags = (req->len + req->frag - 1) / req->frag;
+    int depth = req->want_depth;
+    if (depth > req->nfrags) depth = (int)req->nfrags;
+    return gdte_proto_slots_alloc(req, depth);
+}
+
+ucs_status_t gdte_proto_done_handler(void *arg, const void *header, size_t header_length, void *data,
+                                     size_t length, const ucp_am_recv_param_t *param)
+{
+    struct gdte_comm *ctx = arg;
+    (void)data;
+    (void)length;
+    (void)param;
+    if (header_length != sizeof(gdte_wire_ready_t)) return UCS_OK;
+    const gdte_wire_ready_t *h = header;
+    if (h->src < 0 || h->src >= ctx->size) return UCS_OK;
+    gdte_ring_t *ring = ctx->peers[h->src].ring;
+    /* The ring slot comes back whether or not its message is still here. */
+    if (ring && ring->id == h->ring_id && h->slot >= 0 && h->slot < ring->slots && ring->busy[h->slot]) {
+        ring->busy[h->slot] = 0;
+        ring->nbusy--;
+    }
+    struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, h->req);
+    if (req && req->is_send && req->proto == &gdte_proto_rdma_ops && req->peer == h->src) {
+        req->credits++;
+        gdte_proto_touch(req);
+    }
+    return UCS_OK;
+}
+
+void gdte_proto_rdma_fin(struct gdte_msg_req *req, const gdte_wire_fin_t *fin)
+{
+    if (!req->fin_wait || req->state != GDTE_REQ_ACTIVE) return;
+    req->fin_wait = 0;
+    if (!req->is_send) req->info.bytes = fin->bytes;
+    gdte_proto_finish(req);
+}
+
+static int send_progress(struct gdte_msg_req *req)
+{
+    struct gdte_comm *ctx = req->ctx;
+    gdte_ring_t *ring = ctx->peers[req->peer].ring;
+    gdte_status_t st = GDTE_OK;
+    int n = 0;
+    if (req->ev_pending) {
+        gdte_status_t q = gdte_gpu_event_query(req->ev);
+        if (q == GDTE_INPROGRESS) return 0;
+        req->ev_pending = 0;
+        req->outstanding--;
+        if (q != GDTE_OK) {
+            gdte_proto_fail(req, q, 1);
+            return 1;
+        }
+        if (req->state == GDTE_REQ_ACTIVE) {
+            /* Packed into the receiver's buffer: tell it. */
+            gdte_wire_fin_t fin = {.src = ctx->rank, .status = GDTE_OK, .req = req->peer_req, .bytes = req->len};
+            if ((st = gdte_proto_ctrl_send(ctx, req->peer, GDTE_AM_FIN, &fin, sizeof fin)) != GDTE_OK) {
+                gdte_proto_fail(req, st, 0);
+                return 1;
+            }
+            gdte_proto_finish(req);
+        }
+        return 1;
+    }
+    for (int i = 0; i < req->nslots && st == GDTE_OK; i++) {
+        gdte_slot_t *s = &req->slots[i];
+        if (s->state != GDTE_SLOT_PACKING) continue;
+        gdte_status_t q = gdte_gpu_event_query(s->ev);
+        if (q == GDTE_INPROGRESS) continue;
+        req->outstanding--;
+        s->state = GDTE_SLOT_FREE;
+        n++;
+        if (q != GDTE_OK || req->state != GDTE_REQ_ACTIVE) {
+            /* Never announced: the ring slot is still ours. */
+            ring->busy[s->ring_slot] = 0;
+            ring->nbusy--;
+            s->ring_slot = -1;
+            if (q != GDTE_OK) st = q;
+            continue;
+        }
+        gdte_wire_ready_t rd = {.src = ctx->rank, .slot = s->ring_slot, .req = req->peer_req, .k = s->k,
+                                .ring_id = ring->id};
+        st = gdte_proto_ctrl_send(ctx, req->peer, GDTE_AM_READY, &rd, sizeof rd);
+        s->ring_slot = -1;
+        ctx->stats.frags_sent++;
+    }
+    if (req->state != GDTE_REQ_ACTIVE || req->rdma_mode) {
+        if (st != GDTE_OK) gdte_proto_fail(req, st, 1);
+        return n;
+    }
+    while (st == GDTE_OK && req->next_k < req->nfrags && req->credits > 0 && ring->nbusy < ring->slots) {
+        gdte_slot_t *s = gdte_proto_slot_free(req);
+        if (!s) break;
+        int rs = 0;
+        while (ring->busy[rs]) rs++;
+        s->k = req->next_k;
+        s->off = s->k * req->frag;
+        s->len = req->len - s->off < req->frag ? req->len - s->off : req->frag;
+        st = gdte_proto_pack_range(req, (char *)ring->buf->ptr + (int64_t)rs * ring->slot_bytes, s->off, s->len, 1);
+        if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev);
+        if (st != GDTE_OK) {
+            /* Something may have been queued: let it finish before the slot is reused. */
+            if (gdte_proto_record(req, &s->ev) == GDTE_OK) {
+                ring->busy[rs] = 1;
+                ring->nbusy++;
+                s->ring_slot = rs;
+                s->state = GDTE_SLOT_PACKING;
+                req->outstanding++;
+            }
+            break;
+        }
+        ring->busy[rs] = 1;
+        ring->nbusy++;
+        s->ring_slot = rs;
+        s->state = GDTE_SLOT_PACKING;
+        req->outstanding++;
+        req->next_k++;
+        req->credits--;
+        n++;
+    }
+    if (st != GDTE_OK) {
+        gdte_proto_fail(req, st, 1);
+        return n;
+    }
+    if (req->next_k == req->nfrags) {
+        int busy = 0;
+        for (int i = 0; i < req->nslots; i++) busy |= req->slots[i].state != GDTE_SLOT_FREE;
+        /* Our buffer is fully packed; the ring slots come back through DONE on their own. */
+        if (!busy) gdte_proto_finish(req);
+    }
+    return n;
+}
+
+static int rdma_progress(struct gdte_msg_req *req) { return req->is_send ? send_progress(req) : recv_progress(req); }
+
+const gdte_proto_ops_t gdte_proto_rdma_ops = {
+    .name = "rdma",
+    .id = GDTE_PROTOCOL_RDMA,
+    .usable = rdma_usable,
+    .recv_start = rdma_recv_start,
+    .send_start = rdma_send_start,
+    .progress = rdma_progress,
+};
