@@ -1,0 +1,146 @@
+/*
+ * Harness for the interposer tests. Each test is an ordinary MPI program; the only
+ * gdte-specific part is here: "device" buffers are host buffers registered with the fake-device
+ * hook of libgdte_mpi.so (reached through weak symbols, bound when the library is preloaded).
+ *
+ * Every test runs its exchange twice, once on device buffers and once on plain host buffers
+ * (which gdte hands to the MPI untouched), and compares the two byte for byte.
+ *
+ * GDTE_TEST_MODE (set by CTest) says what the run must show:
+ *   fake      the interposer is loaded and active: device phases must go through gdte
+ *             (its counters move) and host phases must not;
+ *   disabled  the interposer is loaded under GDTE_DISABLE=1: nothing goes through gdte;
+ *   (unset)   plain MPI: no interposer expected.
+ */
+#ifndef GDTE_MPITEST_H
+#define GDTE_MPITEST_H
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern int gdte_fake_device_register(void *ptr, size_t size) __attribute__((weak));
+extern int gdte_fake_device_unregister(void *ptr) __attribute__((weak));
+extern int64_t gdte_mpi_counter(const char *name) __attribute__((weak));
+
+static int mt_rank, mt_size, mt_failures, mt_checks;
+static const char *mt_mode;
+
+#define MT_CHECK(cond, ...)                                                              \
+    do {                                                                                 \
+        mt_checks++;                                                                     \
+        if (!(cond)) {                                                                   \
+            mt_failures++;                                                               \
+            fprintf(stderr, "[rank %d] FAIL %s:%d: %s: ", mt_rank, __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fprintf(stderr, "\n");                                                       \
+        }                                                                                \
+    } while (0)
+
+#define MT_MPI(call)                                                                      \
+    do {                                                                                  \
+        int mt_rc_ = (call);                                                              \
+        MT_CHECK(mt_rc_ == MPI_SUCCESS, "%s returned %d", #call, mt_rc_);                  \
+    } while (0)
+
+static inline int mt_fake(void) { return mt_mode && !strcmp(mt_mode, "fake"); }
+
+static inline int64_t mt_counter(const char *name) { return gdte_mpi_counter ? gdte_mpi_counter(name) : 0; }
+
+/* Device messages gdte has handled so far (sends + receives + packs + unpacks). */
+static inline int64_t mt_gdte_traffic(void)
+{
+    return mt_counter("sends") + mt_counter("recvs") + mt_counter("packs") + mt_counter("unpacks");
+}
+
+static inline void mt_init(int *argc, char ***argv)
+{
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
+    mt_mode = getenv("GDTE_TEST_MODE");
+    if (mt_mode && (!strcmp(mt_mode, "fake") || !strcmp(mt_mode, "disabled"))) {
+        MT_CHECK(gdte_fake_device_register && gdte_mpi_counter, "libgdte_mpi.so is not loaded");
+        if (gdte_mpi_counter) MT_CHECK(gdte_mpi_counter("active") == mt_fake(), "interposer active=%lld in mode %s",
+                                       (long long)gdte_mpi_counter("active"), mt_mode);
+    }
+}
+
+/* A "device" buffer: zero-filled host memory registered as fake device memory. */
+static inline void *mt_dev_alloc(size_t n)
+{
+    void *p = calloc(1, n ? n : 1);
+    if (gdte_fake_device_register) MT_CHECK(gdte_fake_device_register(p, n ? n : 1) == 0, "register %zu", n);
+    return p;
+}
+
+static inline void mt_dev_free(void *p)
+{
+    if (!p) return;
+    if (gdte_fake_device_unregister) gdte_fake_device_unregister(p);
+    free(p);
+}
+
+static inline void *mt_alloc(int device, size_t n) { return device ? mt_dev_alloc(n) : calloc(1, n ? n : 1); }
+static inline void mt_free(int device, void *p)
+{
+    if (device) mt_dev_free(p);
+    else free(p);
+}
+
+/* A phase on device buffers must go through gdte in fake mode, and not otherwise; a phase on
+ * host buffers never. */
+typedef struct {
+    int64_t before;
+    int device;
+} mt_phase_t;
+static inline mt_phase_t mt_phase_begin(int device) { return (mt_phase_t){mt_gdte_traffic(), device}; }
+static inline void mt_phase_end(mt_phase_t ph, const char *what)
+{
+    int64_t moved = mt_gdte_traffic() - ph.before;
+    if (ph.device && mt_fake())
+        MT_CHECK(moved > 0, "%s: device phase did not go through gdte", what);
+    else
+        MT_CHECK(moved == 0, "%s: %s phase went through gdte (%lld messages)", what, ph.device ? "device" : "host",
+                 (long long)moved);
+}
+
+static inline void mt_fill(void *buf, size_t n, unsigned seed)
+{
+    unsigned char *b = buf;
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        b[i] = (unsigned char)(x >> 16);
+    }
+}
+
+/* Compare and report the first differing byte. */
+static inline void mt_same(const void *a, const void *b, size_t n, const char *what)
+{
+    const unsigned char *x = a, *y = b;
+    size_t i = 0;
+    while (i < n && x[i] == y[i]) i++;
+    MT_CHECK(i == n, "%s: device and host results differ at byte %zu of %zu (%d vs %d)", what, i, n,
+             i < n ? x[i] : 0, i < n ? y[i] : 0);
+}
+
+/* Collect every rank's result; rank 0 prints the closing line. Returns the exit code. */
+static inline int mt_finish(const char *name)
+{
+    int f = mt_failures, c = mt_checks, tf = 0, tc = 0;
+    MPI_Allreduce(&f, &tf, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&c, &tc, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (mt_rank == 0) {
+        printf("%s (np %d, mode %s): %d checks, %d failed; gdte: %lld sends, %lld recvs, %lld fragments\n", name,
+               mt_size, mt_mode ? mt_mode : "plain", tc, tf, (long long)mt_counter("sends"),
+               (long long)mt_counter("recvs"), (long long)mt_counter("fragments"));
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    return tf ? 1 : 0;
+}
+
+#endif
