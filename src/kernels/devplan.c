@@ -422,3 +422,16 @@ void gdte_devplan_finalize(void)
     /* The kernels layer's other cache: addresses may mean something else after a new init. */
     gdte_memquery_reset();
 }
+
+GDTE_API gdte_status_t gdte_type_prepare_device(gdte_type_h type)
+{
+    gdte_type_info_t in;
+    gdte_status_t st = gdte_type_get_info(type, &in);
+    if (st != GDTE_OK) return st;
+    if (!in.committed) return GDTE_ERR_NOT_COMMITTED;
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
+    /* Regular layouts travel as kernel arguments: nothing to upload. */
+    if (in.layout != GDTE_LAYOUT_UNITS) return GDTE_OK;
+    const gdte_unit_t *du;
+    return gdte_devplan_units(type, &du);
+}

@@ -7,7 +7,9 @@
 #include "layout.h"
 
 /* Device pointer to the type's units on the current device, uploading them on first use.
- * Returns once the units are on the device (usable from any stream). */
+ * Returns once the units are on the device (usable from any stream). The pointer stays valid
+ * while the type lives and until a later upload evicts the entry under GDTE_CACHE_MAX; code
+ * that keeps it across other packs should use gdte_devplan_exec instead. */
 gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p);
 
 /* Run a UNITS layout of `type` on the GPU (as gdte_gpu_exec does) with its cached device plan.

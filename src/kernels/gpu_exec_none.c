@@ -20,3 +20,8 @@ gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_
     (void)L; (void)opts; (void)dir; (void)user; (void)packed; (void)offset; (void)len; (void)stream;
     return GDTE_ERR_NO_DEVICE;
 }
+void gdte_gpu_exec_last(gdte_kvar_t *variant_p, int *word_p)
+{
+    *variant_p = GDTE_KVAR_NONE;
+    *word_p = 0;
+}

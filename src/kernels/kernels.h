@@ -39,6 +39,9 @@ void gdte_gpu_exec_force_variant(gdte_kvar_t v);
 /* Cap the access width at `bytes` (1, 2, 4, 8 or 16; 0: no cap), tests only. A TILED kernel
  * that the cap makes impossible falls back to STRIDED. */
 void gdte_gpu_exec_force_word(int bytes);
+/* The variant the calling thread's last gdte_gpu_exec* launched, and its word size (STRIDED
+ * and TILED; 0 for the others, whose width is chosen per unit), for tests' coverage checks. */
+void gdte_gpu_exec_last(gdte_kvar_t *variant_p, int *word_p);
 
 /* The GPU executor with more to go on. */
 typedef struct gdte_gpu_exec_opts {

@@ -31,6 +31,12 @@ extern "C" {
 }
 
 #define NT 256         /* threads per block for every kernel */
+
+/* Kernel launch. A macro, so that tests/gpu can build this file for the CPU under a small
+ * emulator of the execution model (CI has no GPU) by defining it first. */
+#ifndef GDTE_LAUNCH
+#define GDTE_LAUNCH(grid, block, stream, arg, ...) __VA_ARGS__<<<(grid), (block), 0, (stream)>>>(arg)
+#endif
 #define TILE 32        /* blocks per side of a TILED tile */
 
 /* ---------------------------------------------------------------------------------------- */
@@ -372,9 +378,15 @@ template <int DIR> __global__ void __launch_bounds__(NT) k_dev_thread(const dev_
 
 static int forced_variant = GDTE_KVAR_NONE;
 static int forced_word;
+static __thread int last_variant, last_word;
 
 extern "C" void gdte_gpu_exec_force_variant(gdte_kvar_t v) { forced_variant = v; }
 extern "C" void gdte_gpu_exec_force_word(int bytes) { forced_word = bytes; }
+extern "C" void gdte_gpu_exec_last(gdte_kvar_t *variant_p, int *word_p)
+{
+    *variant_p = (gdte_kvar_t)last_variant;
+    *word_p = last_word;
+}
 
 static gdte_status_t launch_check(const char *what)
 {
@@ -461,11 +473,11 @@ template <int DIR>
 static void launch_strided(int W, dim3 g, dim3 b, hipStream_t s, const strided_args &a)
 {
     switch (W) {
-    case 16: k_strided<16, DIR><<<g, b, 0, s>>>(a); break;
-    case 8: k_strided<8, DIR><<<g, b, 0, s>>>(a); break;
-    case 4: k_strided<4, DIR><<<g, b, 0, s>>>(a); break;
-    case 2: k_strided<2, DIR><<<g, b, 0, s>>>(a); break;
-    default: k_strided<1, DIR><<<g, b, 0, s>>>(a); break;
+    case 16: GDTE_LAUNCH(g, b, s, a, k_strided<16, DIR>); break;
+    case 8: GDTE_LAUNCH(g, b, s, a, k_strided<8, DIR>); break;
+    case 4: GDTE_LAUNCH(g, b, s, a, k_strided<4, DIR>); break;
+    case 2: GDTE_LAUNCH(g, b, s, a, k_strided<2, DIR>); break;
+    default: GDTE_LAUNCH(g, b, s, a, k_strided<1, DIR>); break;
     }
 }
 
@@ -523,9 +535,9 @@ static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *
 template <int W, int WPB> static void launch_tiled(gdte_dir_t dir, dim3 g, hipStream_t s, const tiled_args &a)
 {
     if (dir == GDTE_DIR_PACK)
-        k_tiled<W, WPB, GDTE_DIR_PACK><<<g, NT, 0, s>>>(a);
+        GDTE_LAUNCH(g, dim3(NT), s, a, k_tiled<W, WPB, GDTE_DIR_PACK>);
     else
-        k_tiled<W, WPB, GDTE_DIR_UNPACK><<<g, NT, 0, s>>>(a);
+        GDTE_LAUNCH(g, dim3(NT), s, a, k_tiled<W, WPB, GDTE_DIR_UNPACK>);
 }
 
 static gdte_status_t run_tiled(const gdte_layout_t *L, gdte_dir_t dir, char *user, char *pbase, int64_t off,
@@ -612,16 +624,16 @@ static gdte_status_t run_dev(const gdte_layout_t *L, const gdte_gpu_exec_opts_t 
     if (v == GDTE_KVAR_DEV_THREAD) {
         dim3 grid((unsigned)imin(cap, (a.npairs + NT - 1) / NT));
         if (dir == GDTE_DIR_PACK)
-            k_dev_thread<GDTE_DIR_PACK><<<grid, NT, 0, s>>>(a);
+            GDTE_LAUNCH(grid, dim3(NT), s, a, k_dev_thread<GDTE_DIR_PACK>);
         else
-            k_dev_thread<GDTE_DIR_UNPACK><<<grid, NT, 0, s>>>(a);
+            GDTE_LAUNCH(grid, dim3(NT), s, a, k_dev_thread<GDTE_DIR_UNPACK>);
         return launch_check("dev_thread");
     }
     dim3 grid((unsigned)imin(cap, (a.npairs + NT / 32 - 1) / (NT / 32)));
     if (dir == GDTE_DIR_PACK)
-        k_dev_warp<GDTE_DIR_PACK><<<grid, NT, 0, s>>>(a);
+        GDTE_LAUNCH(grid, dim3(NT), s, a, k_dev_warp<GDTE_DIR_PACK>);
     else
-        k_dev_warp<GDTE_DIR_UNPACK><<<grid, NT, 0, s>>>(a);
+        GDTE_LAUNCH(grid, dim3(NT), s, a, k_dev_warp<GDTE_DIR_UNPACK>);
     return launch_check("dev_warp");
 }
 
@@ -639,7 +651,10 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
     const int64_t end = offset + len;
     const int64_t cap = grid_cap(o ? o->max_blocks : 0);
     const int W = strided_word(L, user, pbase, forced_word);
-    switch (choose(L, W)) {
+    const gdte_kvar_t v = choose(L, W);
+    last_variant = v;
+    last_word = v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_TILED ? W : 0;
+    switch (v) {
     case GDTE_KVAR_CONTIG: {
         char *ua = u + L->disp + offset;
         hipError_t e = dir == GDTE_DIR_PACK ? hipMemcpyAsync(packed, ua, (size_t)len, hipMemcpyDefault, s)
@@ -654,7 +669,7 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
     case GDTE_KVAR_STRIDED: return run_strided(L, dir, u, pbase, offset, end, W, s, cap);
     case GDTE_KVAR_TILED: return run_tiled(L, dir, u, pbase, offset, end, W, s, cap);
     case GDTE_KVAR_DEV_WARP:
-    case GDTE_KVAR_DEV_THREAD: return run_dev(L, o, choose(L, W), dir, u, pbase, offset, end, s, cap);
+    case GDTE_KVAR_DEV_THREAD: return run_dev(L, o, v, dir, u, pbase, offset, end, s, cap);
     default: return GDTE_ERR_INTERNAL;
     }
 }

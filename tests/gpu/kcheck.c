@@ -1,0 +1,272 @@
+/* The GPU-versus-host checking driver (see kcheck.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "engine/engine.h"
+#include "kcheck.h"
+
+#define GUARD 64 /* poisoned bytes before and after every output */
+#define SLOT 32  /* room for misalignment */
+
+static const char *kvar_name(int v)
+{
+    static const char *n[] = {"auto", "contig", "strided", "tiled", "dev_warp", "dev_thread"};
+    return v >= 0 && v <= 5 ? n[v] : "?";
+}
+
+int kc_iters(int def)
+{
+    const char *e = getenv("GDTE_TEST_ITERS");
+    return e && atoi(e) > 0 ? atoi(e) : def;
+}
+
+uint64_t kc_seed(void)
+{
+    const char *e = getenv("GDTE_TEST_SEED");
+    if (e && *e) return strtoull(e, NULL, 0);
+    return (uint64_t)time(NULL) * 2654435761u;
+}
+
+static void fill_random(rt_rng_t *r, unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)rt_next(r);
+}
+
+typedef struct ctx {
+    const kc_ops_t *ops;
+    const char *desc;
+    uint64_t seed;
+    int64_t count;
+    int variant, word;
+    kc_stats_t *stats;
+    int failed;
+} ctx_t;
+
+static int report(ctx_t *c, const char *phase, int64_t off, int64_t len, const unsigned char *got,
+                  const unsigned char *exp, size_t n, int64_t base)
+{
+    size_t i = 0;
+    while (i < n && got[i] == exp[i]) i++;
+    if (i == n) return 0;
+    if (c->failed++ < 1 || getenv("GDTE_TEST_VERBOSE"))
+        fprintf(stderr,
+                "FAIL seed=0x%llx count=%lld variant=%s word=%d phase=%s range=[%lld,+%lld): byte %lld: got 0x%02x "
+                "want 0x%02x\n  type: %s\n",
+                (unsigned long long)c->seed, (long long)c->count, kvar_name(c->variant), c->word, phase,
+                (long long)off, (long long)len, (long long)((int64_t)i + base), got[i], exp[i], c->desc);
+    return 1;
+}
+
+static void note_run(ctx_t *c)
+{
+    gdte_kvar_t v;
+    int w;
+    gdte_gpu_exec_last(&v, &w);
+    if ((int)v >= 0 && v < 8 && w >= 0 && w <= 16) c->stats->ran[v][w]++;
+}
+
+static gdte_status_t run(ctx_t *c, const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
+                         void *packed, int64_t off, int64_t len)
+{
+    gdte_status_t st = c->ops->exec(L, o, dir, user, packed, off, len);
+    if (st != GDTE_OK) {
+        if (c->failed++ < 1 || getenv("GDTE_TEST_VERBOSE"))
+            fprintf(stderr, "FAIL seed=0x%llx variant=%s word=%d %s [%lld,+%lld): %s\n  type: %s\n",
+                    (unsigned long long)c->seed, kvar_name(c->variant), c->word, dir == GDTE_DIR_PACK ? "pack" : "unpack",
+                    (long long)off, (long long)len, gdte_status_name(st), c->desc);
+    } else {
+        note_run(c);
+        c->stats->bytes += len;
+    }
+    return st;
+}
+
+/* Where a fragment of stream offset `off` goes in the scratch buffer after `pos`: half the
+ * time congruent to `off` modulo 16 (its words then line up as in a whole buffer). */
+static int64_t slot_at(rt_rng_t *r, int64_t pos, int64_t off)
+{
+    int64_t base = (pos + GUARD + 15) / 16 * 16;
+    return rt_below(r, 2) ? base + (off & 15) : pos + GUARD + rt_below(r, SLOT);
+}
+
+/* Random cut of [0, n) into up to 6 fragments, in shuffled order. */
+static int cut(rt_rng_t *r, int64_t n, int64_t *offs, int64_t *lens)
+{
+    int k = 1 + (int)rt_below(r, 6);
+    if (k > n) k = (int)n;
+    int64_t pts[8];
+    pts[0] = 0;
+    for (int i = 1; i < k; i++) pts[i] = 1 + rt_below(r, n - 1);
+    pts[k] = n;
+    /* sort the interior points, drop duplicates */
+    for (int i = 1; i < k; i++)
+        for (int j = i + 1; j < k; j++)
+            if (pts[j] < pts[i]) {
+                int64_t t = pts[i];
+                pts[i] = pts[j];
+                pts[j] = t;
+            }
+    int m = 0;
+    for (int i = 0; i < k; i++)
+        if (pts[i + 1] > pts[i]) {
+            offs[m] = pts[i];
+            lens[m] = pts[i + 1] - pts[i];
+            m++;
+        }
+    for (int i = m - 1; i > 0; i--) {
+        int j = (int)rt_below(r, i + 1);
+        int64_t t = offs[i];
+        offs[i] = offs[j];
+        offs[j] = t;
+        t = lens[i];
+        lens[i] = lens[j];
+        lens[j] = t;
+    }
+    return m;
+}
+
+int kc_check(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed, const char *desc,
+             const int *variants, const int *words, kc_stats_t *stats)
+{
+    gdte_layout_t L, Ld;
+    gdte_type_info_t in;
+    ctx_t c = {ops, desc, seed, count, 0, 0, stats, 0};
+    if (gdte_engine_layout(type, count, &L) != GDTE_OK || gdte_type_get_info(type, &in) != GDTE_OK) {
+        fprintf(stderr, "FAIL seed=0x%llx: no layout for %s\n", (unsigned long long)seed, desc);
+        stats->failures++;
+        return 1;
+    }
+    const int64_t n = L.total;
+    if (n == 0) return 0;
+    int64_t last = (count - 1) * in.extent;
+    int64_t lo_off = (last < 0 ? last : 0) + in.true_lb;
+    int64_t hi_off = (last > 0 ? last : 0) + in.true_lb + in.true_extent;
+    size_t ubytes = (size_t)(hi_off - lo_off) + 2 * GUARD;
+    rt_rng_t r = {seed ^ 0x5eed};
+
+    unsigned char *uh = malloc(ubytes), *uexp = malloc(ubytes), *uget = malloc(ubytes), *cov = calloc(1, ubytes);
+    unsigned char *ref = malloc((size_t)n), *ones = malloc((size_t)n);
+    size_t pbytes = (size_t)n + 6 * (2 * GUARD + SLOT); /* room for six fragments apart */
+    unsigned char *ph = malloc(pbytes), *pget = malloc(pbytes), *pexp = malloc(pbytes);
+    unsigned char *ud = ops->alloc(ubytes + SLOT), *pd = ops->alloc(pbytes + SLOT);
+    if (!uh || !uexp || !uget || !cov || !ref || !ones || !ph || !pget || !pexp || !ud || !pd) {
+        fprintf(stderr, "FAIL: out of memory for %s (%lld packed bytes)\n", desc, (long long)n);
+        c.failed = 1;
+        goto out;
+    }
+    fill_random(&r, uh, ubytes);
+    char *user_h = (char *)uh + GUARD - lo_off;
+    gdte_host_exec(&L, GDTE_DIR_PACK, user_h, ref, 0, n);
+    /* Overlap-free iff every packed byte lands on its own user byte. */
+    memset(ones, 0xff, (size_t)n);
+    gdte_host_exec(&L, GDTE_DIR_UNPACK, (char *)cov + GUARD - lo_off, ones, 0, n);
+    int64_t covered = 0;
+    for (size_t i = 0; i < ubytes; i++) covered += cov[i] != 0;
+    int can_unpack = covered == n;
+    if (!can_unpack) stats->skipped_unpack++;
+    Ld = L;
+    if (L.kind == GDTE_LAYOUT_KIND_UNITS) Ld.units = ops->units(type, &L);
+
+    for (const int *v = variants; *v >= 0 && !c.failed; v++) {
+        for (const int *w = words; *w >= 0 && !c.failed; w++) {
+            c.variant = *v;
+            c.word = *w;
+            gdte_gpu_exec_force_variant((gdte_kvar_t)*v);
+            gdte_gpu_exec_force_word(*w);
+            stats->cases++;
+            gdte_gpu_exec_opts_t o;
+            memset(&o, 0, sizeof o);
+            static const int caps[] = {0, 1, 2, 5};
+            o.max_blocks = caps[rt_below(&r, 4)];
+            if (rt_below(&r, 2)) o.host_units = L.units;
+            /* Half the cases aligned (so that 16-byte words can run), half misaligned. */
+            int64_t mu = rt_below(&r, 2) ? 0 : rt_below(&r, 17), mp = rt_below(&r, 2) ? 0 : rt_below(&r, 17);
+            char *user_d = (char *)ud + mu + GUARD - lo_off;
+            ops->to_dev(ud + mu, uh, ubytes);
+
+            /* whole pack into a poisoned buffer */
+            fill_random(&r, ph, pbytes);
+            ops->to_dev(pd + mp, ph, (size_t)n + 2 * GUARD);
+            if (run(&c, &Ld, &o, GDTE_DIR_PACK, user_d, pd + mp + GUARD, 0, n) != GDTE_OK) break;
+            ops->to_host(pget, pd + mp, (size_t)n + 2 * GUARD);
+            memcpy(pexp, ph, (size_t)n + 2 * GUARD);
+            memcpy(pexp + GUARD, ref, (size_t)n);
+            if (report(&c, "pack", 0, n, pget, pexp, (size_t)n + 2 * GUARD, -GUARD)) break;
+
+            /* fragments, out of order, each at its own misalignment */
+            int64_t offs[8], lens[8], at[8];
+            int k = cut(&r, n, offs, lens);
+            fill_random(&r, ph, pbytes);
+            ops->to_dev(pd, ph, pbytes);
+            memcpy(pexp, ph, pbytes);
+            int64_t pos = 0;
+            for (int i = 0; i < k; i++) {
+                at[i] = slot_at(&r, pos, offs[i]);
+                pos = at[i] + lens[i] + GUARD;
+                memcpy(pexp + at[i], ref + offs[i], (size_t)lens[i]);
+            }
+            for (int i = 0; i < k; i++)
+                if (run(&c, &Ld, &o, GDTE_DIR_PACK, user_d, pd + at[i], offs[i], lens[i]) != GDTE_OK) break;
+            if (c.failed) break;
+            ops->to_host(pget, pd, pbytes);
+            if (report(&c, "pack fragments", offs[0], lens[0], pget, pexp, pbytes, 0)) break;
+
+            if (!can_unpack) continue;
+            /* whole unpack into a poisoned user buffer */
+            fill_random(&r, uexp, ubytes);
+            ops->to_dev(ud + mu, uexp, ubytes);
+            ops->to_dev(pd + mp, ref, (size_t)n);
+            if (run(&c, &Ld, &o, GDTE_DIR_UNPACK, user_d, pd + mp, 0, n) != GDTE_OK) break;
+            ops->to_host(uget, ud + mu, ubytes);
+            gdte_host_exec(&L, GDTE_DIR_UNPACK, (char *)uexp + GUARD - lo_off, ref, 0, n);
+            if (report(&c, "unpack", 0, n, uget, uexp, ubytes, -GUARD + lo_off)) break;
+
+            /* fragments, out of order */
+            k = cut(&r, n, offs, lens);
+            fill_random(&r, uexp, ubytes);
+            ops->to_dev(ud + mu, uexp, ubytes);
+            pos = 0;
+            for (int i = 0; i < k; i++) {
+                at[i] = slot_at(&r, pos, offs[i]);
+                pos = at[i] + lens[i] + GUARD;
+                ops->to_dev(pd + at[i], ref + offs[i], (size_t)lens[i]);
+            }
+            for (int i = 0; i < k; i++)
+                if (run(&c, &Ld, &o, GDTE_DIR_UNPACK, user_d, pd + at[i], offs[i], lens[i]) != GDTE_OK) break;
+            if (c.failed) break;
+            ops->to_host(uget, ud + mu, ubytes);
+            gdte_host_exec(&L, GDTE_DIR_UNPACK, (char *)uexp + GUARD - lo_off, ref, 0, n);
+            if (report(&c, "unpack fragments", offs[0], lens[0], uget, uexp, ubytes, -GUARD + lo_off)) break;
+        }
+    }
+out:
+    gdte_gpu_exec_force_variant(GDTE_KVAR_NONE);
+    gdte_gpu_exec_force_word(0);
+    if (ud) ops->release(ud);
+    if (pd) ops->release(pd);
+    free(uh);
+    free(uexp);
+    free(uget);
+    free(cov);
+    free(ref);
+    free(ones);
+    free(ph);
+    free(pget);
+    free(pexp);
+    if (c.failed) stats->failures++;
+    return c.failed ? 1 : 0;
+}
+
+void kc_print_coverage(const kc_stats_t *s)
+{
+    printf("kernel launches by variant and word size:\n");
+    for (int v = 1; v <= 5; v++) {
+        printf("  %-10s", kvar_name(v));
+        for (int w = 0; w <= 16; w++)
+            if (s->ran[v][w]) printf(" w%d:%lld", w, (long long)s->ran[v][w]);
+        printf("\n");
+    }
+    printf("cases %lld, failures %lld, bytes moved %lld, unpack skipped (overlapping types) %lld\n",
+           (long long)s->cases, (long long)s->failures, (long long)s->bytes, (long long)s->skipped_unpack);
+}

@@ -1,0 +1,44 @@
+/*
+ * The GPU executor checked against the host executor, byte for byte: whole, fragmented and
+ * out-of-order partial packs and unpacks, poisoned outputs and guard bytes, every kernel
+ * variant and word-size cap forced in turn, misaligned buffers. One driver for the real
+ * device (test_gpu_kernels.c) and for the CPU emulation of the kernels (test_kernels_emu.c);
+ * they differ only in where "device" memory lives and how a units array gets there.
+ */
+#ifndef GDTE_TEST_KCHECK_H
+#define GDTE_TEST_KCHECK_H
+#include <stddef.h>
+#include <stdint.h>
+#include "gdte.h"
+#include "kernels/kernels.h"
+#include "randtype.h"
+
+typedef struct kc_ops {
+    void *(*alloc)(size_t n);
+    void (*release)(void *p);
+    void (*to_dev)(void *d, const void *h, size_t n);
+    void (*to_host)(void *h, const void *d, size_t n);
+    /* L->units for a UNITS layout of `type`, as the executor needs it */
+    const gdte_unit_t *(*units)(gdte_type_h type, const gdte_layout_t *L);
+    /* run and wait */
+    gdte_status_t (*exec)(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
+                          void *packed, int64_t offset, int64_t len);
+} kc_ops_t;
+
+typedef struct kc_stats {
+    int64_t cases, failures, bytes;
+    int64_t ran[8][17]; /* [variant][word] launches seen (word 0: DEV, chosen per unit) */
+    int64_t skipped_unpack; /* overlapping types: unpack order would matter, as in MPI */
+} kc_stats_t;
+
+/* Check `count` elements of `type` under every forced variant in `variants` (terminated by
+ * -1; GDTE_KVAR_NONE = automatic) and word cap in `words` (terminated by -1; 0 = no cap).
+ * Returns the number of failures; prints each with `seed` and `desc`. */
+int kc_check(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed, const char *desc,
+             const int *variants, const int *words, kc_stats_t *stats);
+
+/* Iterations from GDTE_TEST_ITERS (default `def`), seed from GDTE_TEST_SEED (default: time). */
+int kc_iters(int def);
+uint64_t kc_seed(void);
+void kc_print_coverage(const kc_stats_t *s);
+#endif

@@ -1,0 +1,159 @@
+/*
+ * The GPU kernels against the host executor (kcheck.c), built two ways:
+ *  - gpu_kernels (label gpu): on the device, through gdte's GPU layer; skips (77) without one.
+ *  - kernels_emulated (KC_EMULATED, label kernels-emu): the kernels' source run on the CPU under
+ *    tests/gpu/emu, so that CI, which has no GPU, catches indexing, range and alignment errors
+ *    before they reach a device. Built with AddressSanitizer and UBSan where available: its
+ *    "device" buffers are host memory, so an out-of-bounds or misaligned access is reported.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/engine.h"
+#include "kcheck.h"
+#include "util/util.h"
+
+#ifdef KC_EMULATED
+static void *e_alloc(size_t n) { return malloc(n); }
+static void e_release(void *p) { free(p); }
+static void e_copy(void *d, const void *s, size_t n) { memcpy(d, s, n); }
+static const gdte_unit_t *e_units(gdte_type_h t, const gdte_layout_t *L)
+{
+    (void)t;
+    return L->units;
+}
+static gdte_status_t e_exec(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
+                            void *packed, int64_t off, int64_t len)
+{
+    return gdte_gpu_exec_ex(L, o, dir, user, packed, off, len, NULL);
+}
+static const kc_ops_t ops = {e_alloc, e_release, e_copy, e_copy, e_units, e_exec};
+#define SIZE_SCALE 1
+#define DEFAULT_ITERS 40
+#define MAX_COUNT 5
+#else
+#include "gpu/gpu.h"
+#include "kernels/devplan.h"
+static void die(const char *what, gdte_status_t st)
+{
+    fprintf(stderr, "FAIL: %s: %s (%s)\n", what, gdte_status_name(st), gdte_gpu_last_error());
+    exit(1);
+}
+static void *d_alloc(size_t n)
+{
+    void *p;
+    gdte_status_t st = gdte_gpu_malloc(&p, n);
+    if (st != GDTE_OK) die("device allocation", st);
+    return p;
+}
+static void d_release(void *p) { gdte_gpu_free(p); }
+static void d_copy(void *d, const void *s, size_t n)
+{
+    gdte_status_t st = gdte_gpu_memcpy(d, s, n);
+    if (st != GDTE_OK) die("copy", st);
+}
+static const gdte_unit_t *d_units(gdte_type_h t, const gdte_layout_t *L)
+{
+    (void)L;
+    const gdte_unit_t *u;
+    gdte_status_t st = gdte_devplan_units(t, &u);
+    if (st != GDTE_OK) die("plan upload", st);
+    return u;
+}
+static gdte_status_t d_exec(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
+                            void *packed, int64_t off, int64_t len)
+{
+    gdte_status_t st = gdte_gpu_exec_ex(L, o, dir, user, packed, off, len, NULL);
+    if (st != GDTE_OK) return st;
+    /* a kernel fault shows here */
+    return gdte_gpu_device_synchronize();
+}
+static const kc_ops_t ops = {d_alloc, d_release, d_copy, d_copy, d_units, d_exec};
+#define SIZE_SCALE 8
+#define DEFAULT_ITERS 300
+#define MAX_COUNT 64
+#endif
+
+int main(void)
+{
+#ifdef KC_EMULATED
+    gdte_knobs_load();
+    const char *where = "emulated GPU";
+#else
+    gdte_status_t ist = gdte_init(NULL);
+    if (ist != GDTE_OK) die("gdte_init", ist);
+    if (!gdte_gpu_available()) {
+        printf("SKIP: no usable GPU (%s)\n", gdte_gpu_last_error());
+        gdte_finalize();
+        return 77;
+    }
+    gdte_gpu_props_t props;
+    gdte_gpu_get_props(-1, &props);
+    const char *where = props.name;
+#endif
+    uint64_t seed = kc_seed();
+    int iters = kc_iters(DEFAULT_ITERS);
+    printf("%s: seed 0x%llx (GDTE_TEST_SEED to repeat), %d random types\n", where, (unsigned long long)seed, iters);
+    kc_stats_t st;
+    memset(&st, 0, sizeof st);
+    int fails = 0;
+    static const int all_variants[] = {GDTE_KVAR_NONE, GDTE_KVAR_STRIDED, GDTE_KVAR_TILED, GDTE_KVAR_DEV_WARP,
+                                       GDTE_KVAR_DEV_THREAD, -1};
+    static const int all_words[] = {0, 1, 2, 4, 8, 16, -1};
+    static const gdte_kvar_t expect[RT_SHAPE_COUNT_] = {
+        GDTE_KVAR_STRIDED,    GDTE_KVAR_STRIDED, GDTE_KVAR_DEV_WARP, GDTE_KVAR_TILED,
+        GDTE_KVAR_DEV_THREAD, GDTE_KVAR_STRIDED, GDTE_KVAR_TILED,    GDTE_KVAR_TILED};
+    static const int64_t sizes[RT_SHAPE_COUNT_] = {40, 300, 70, 37, 200, 12, 33, 71};
+    /* The benchmark's shapes, small, each under every variant and word cap. */
+    for (int s = 0; s < RT_SHAPE_COUNT_; s++) {
+        char desc[512];
+        int64_t n = sizes[s] * (s == RT_SHAPE_FACE_X ? 1 : SIZE_SCALE);
+        gdte_type_h t = rt_shape_type((rt_shape_t)s, n, desc, sizeof desc);
+        if (!t) {
+            printf("FAIL: could not build shape %d\n", s);
+            fails++;
+            continue;
+        }
+        gdte_layout_t L;
+        gdte_engine_layout(t, 2, &L);
+        gdte_kvar_t v = gdte_gpu_exec_variant(&L, GDTE_DIR_PACK);
+        if (v != expect[s]) {
+            printf("FAIL: %s: automatic variant %d, expected %d\n", desc, v, expect[s]);
+            fails++;
+        }
+        fails += kc_check(&ops, t, 2, seed + (uint64_t)s, desc, all_variants, all_words, &st);
+        gdte_type_free(&t);
+    }
+    /* Random types: every variant, two random word caps each. */
+    rt_rng_t r = {seed};
+    for (int i = 0; i < iters; i++) {
+        char desc[4096];
+        uint64_t ts = rt_next(&r);
+        rt_rng_t tr = {ts};
+        gdte_type_h t = rt_random_type(&tr, 4096, desc, sizeof desc);
+        if (!t) {
+            printf("FAIL: type seed 0x%llx: generator made an invalid type\n", (unsigned long long)ts);
+            fails++;
+            continue;
+        }
+        int words[4] = {0, all_words[1 + rt_below(&tr, 5)], all_words[1 + rt_below(&tr, 5)], -1};
+        int64_t count = 1 + rt_below(&tr, rt_below(&tr, 4) == 0 ? MAX_COUNT : 5);
+        fails += kc_check(&ops, t, count, ts, desc, all_variants, words, &st);
+        gdte_type_free(&t);
+    }
+    kc_print_coverage(&st);
+    /* Every kernel must have run, and the strided and tiled ones at each word size. */
+    for (int w = 1; w <= 16; w *= 2) {
+        if (!st.ran[GDTE_KVAR_STRIDED][w]) { printf("FAIL: strided never ran with %d-byte words\n", w); fails++; }
+        if (!st.ran[GDTE_KVAR_TILED][w]) { printf("FAIL: tiled never ran with %d-byte words\n", w); fails++; }
+    }
+    if (!st.ran[GDTE_KVAR_DEV_WARP][0] || !st.ran[GDTE_KVAR_DEV_THREAD][0] || !st.ran[GDTE_KVAR_CONTIG][0]) {
+        printf("FAIL: a DEV or contiguous variant never ran\n");
+        fails++;
+    }
+    printf("%s\n", fails ? "FAILED" : "PASSED");
+#ifndef KC_EMULATED
+    gdte_finalize();
+#endif
+    return fails ? 1 : 0;
+}
