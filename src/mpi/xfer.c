@@ -20,6 +20,7 @@ typedef struct xfer_gpu {
     int ready;
     gdte_stream_t s_pack, s_copy;
     gdte_gpu_event_t ev_a[XFER_MAX_DEPTH], ev_b[XFER_MAX_DEPTH];
+    gdte_gpu_event_t ev_app; /* the application's default-stream work, before our streams */
 } xfer_gpu_t;
 
 static pthread_mutex_t xfer_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,6 +41,7 @@ static gdte_status_t gpu_setup_locked(void)
     gdte_status_t st;
     if ((st = gdte_gpu_stream_create(&G.s_pack)) != GDTE_OK) return st;
     if ((st = gdte_gpu_stream_create(&G.s_copy)) != GDTE_OK) return st;
+    if ((st = gdte_gpu_event_create(&G.ev_app, 0)) != GDTE_OK) return st;
     for (int i = 0; i < XFER_MAX_DEPTH; i++) {
         if ((st = gdte_gpu_event_create(&G.ev_a[i], 0)) != GDTE_OK) return st;
         if ((st = gdte_gpu_event_create(&G.ev_b[i], 0)) != GDTE_OK) return st;
@@ -56,6 +58,7 @@ void gdte_xfer_finalize(void)
             gdte_gpu_event_destroy(G.ev_a[i]);
             gdte_gpu_event_destroy(G.ev_b[i]);
         }
+        gdte_gpu_event_destroy(G.ev_app);
         gdte_gpu_stream_destroy(G.s_pack);
         gdte_gpu_stream_destroy(G.s_copy);
         memset(&G, 0, sizeof G);
@@ -137,6 +140,12 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
 {
     gdte_status_t st = GDTE_OK;
     if (nbytes == 0) return GDTE_OK;
+    /* Our streams do not synchronise with the legacy default stream: make the pack stream wait
+     * for whatever the application queued there before calling MPI (a kernel that produced the
+     * send data), as a blocking stream would. */
+    if (!x->fake && ((st = gdte_gpu_event_record(G.ev_app, NULL)) != GDTE_OK ||
+                     (st = gdte_gpu_stream_wait_event(G.s_pack, G.ev_app)) != GDTE_OK))
+        return st;
 
     if (use_zero_copy(nbytes, host_pinned, x->fake)) {
         void *packed = host;
