@@ -69,6 +69,7 @@ static gdte_status_t open_peer_ring(struct gdte_comm *ctx, gdte_peer_t *p, const
         return st;
     }
     ctx->stats.ipc_opens++;
+    ctx->stats.ring_opens++;
     p->peer_ring_id = rts->ring_id;
     return GDTE_OK;
 }

@@ -64,6 +64,7 @@ typedef struct gdte_proto_stats {
     int64_t staging_peak;      /* most staging bytes (host and device) held at once */
     int64_t staging_allocs;    /* staging buffers allocated (a pool reuses them) */
     int64_t ipc_opens;         /* IPC handles opened (RDMA rings and user buffers) */
+    int64_t ring_opens;        /* ... of them, peers' RDMA rings: once per peer */
     int64_t ring_allocs;       /* RDMA fragment rings exposed by this process */
     int64_t timeouts;          /* requests failed with GDTE_ERR_TIMEOUT */
     int64_t peer_failures;     /* peers declared failed */

@@ -1,6 +1,7 @@
 /*
- * Protocol tests: two processes under mpirun exchange messages through gdte_msg_* over UCX.
- * MPI is used only to find each other (the allgather callback) and to agree on a seed; every
+ * Protocol tests: two processes (under mpirun, or forked with --fork: twoproc.h) exchange
+ * messages through gdte_msg_* over UCX. The launcher is used only to find each other (the
+ * allgather callback), to agree on a seed and for barriers; every
  * input is generated identically on both ranks from that seed, so each rank computes the
  * expected receive buffer itself (host pack of the sender's data with the sender's type, then
  * host unpack with the receiver's type into a poisoned copy) and compares byte for byte,
@@ -14,9 +15,9 @@
  *                                request must fail (never hang)
  * opts: --protocol auto|copyinout|rdma   --mem host|device   --cases N   --seed S
  *       --expect-protocol NAME (every nonempty rendezvous message must have used it)
+ *       --gpus 1|2 (device mode: both ranks on GPU 0, or rank r on GPU r)   --fork
  */
-#define _GNU_SOURCE
-#include <mpi.h>
+#include "twoproc.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ static gdte_comm_h comm;
         if (st_ != GDTE_OK) {                                                                          \
             fprintf(stderr, "[rank %d] %s:%d: %s -> %s\n", rank, __FILE__, __LINE__, #call,           \
                     gdte_status_name(st_));                                                            \
-            MPI_Abort(MPI_COMM_WORLD, 2);                                                              \
+            tp_abort(2);                                                              \
         }                                                                                              \
     } while (0)
 
@@ -184,7 +185,7 @@ static void random_ttype(rng_t *r, int64_t n, ttype_t *tt)
     OK(gdte_type_get_info(tt->type, &ti));
     if (ti.true_lb < 0 || ti.extent < 0) {
         fprintf(stderr, "test bug: negative bounds\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
+        tp_abort(2);
     }
     tt->span = count ? ti.true_lb + ti.true_extent + (count - 1) * ti.extent : 0;
     OK(gdte_type_pack_size(count, tt->type, &tt->size));
@@ -205,7 +206,7 @@ static void buf_alloc(buf_t *b, int64_t span)
 {
     b->bytes = span + GUARD;
     b->host = malloc((size_t)b->bytes);
-    if (!b->host) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (!b->host) tp_abort(2);
     b->user = b->host;
     if (opt_device) OK(gdte_gpu_malloc(&b->user, (size_t)b->bytes));
 }
@@ -419,7 +420,7 @@ static gdte_type_h contig_of(gdte_basic_t b, int64_t n)
     return t;
 }
 
-static void exchange_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+static void exchange_barrier(void) { tp_barrier(); }
 
 /* Sender rank 1, receiver rank 0: n doubles sent, received as rcount of rbasic, in elements of
  * `rblock` (0: one element of rcount). */
@@ -577,8 +578,8 @@ static int test_semantics(void)
             CHECK(gdte_msg_wait(&q, &s) == GDTE_OK, "wildcard send");
         } else {
             int flag = 0;
-            double t0 = MPI_Wtime();
-            while (!flag && MPI_Wtime() - t0 < 30) OK(gdte_msg_iprobe(comm, GDTE_ANY_PEER, 0x77, 0xffffffffull, &flag, &s));
+            double t0 = tp_time();
+            while (!flag && tp_time() - t0 < 30) OK(gdte_msg_iprobe(comm, GDTE_ANY_PEER, 0x77, 0xffffffffull, &flag, &s));
             CHECK(flag && s.peer == 1 && s.tag == 0x500000077ull && s.bytes == 24, "probe found %d peer %d tag %llx",
                   flag, s.peer, (unsigned long long)s.tag);
             gdte_msg_params_t pm = p;
@@ -643,8 +644,7 @@ static int test_kill(int victim_is_receiver)
                            .protocol = opt_protocol == GDTE_PROTOCOL_AUTO ? GDTE_PROTOCOL_COPYINOUT : opt_protocol,
                            .frag_size = 8192,
                            .depth = 1};
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
+    tp_leave();
     gdte_msg_req_h q;
     if (rank == sender) OK(gdte_msg_isend(comm, b.user, 2, t, 1 - rank, 5, &p, &q));
     else OK(gdte_msg_irecv(comm, b.user, 2, t, 1 - rank, 5, &p, &q));
@@ -659,10 +659,10 @@ static int test_kill(int victim_is_receiver)
                 (long long)(a.stats.frags_sent + a.stats.frags_recvd));
         _exit(0);
     }
-    double t0 = MPI_Wtime();
+    double t0 = tp_time();
     gdte_msg_status_t s;
     gdte_status_t st = gdte_msg_wait(&q, &s);
-    double dt = MPI_Wtime() - t0;
+    double dt = tp_time() - t0;
     printf("survivor: request failed with %s after %.1f s\n", gdte_status_name(st), dt);
     CHECK(st == GDTE_ERR_PEER_FAILED || st == GDTE_ERR_TRANSPORT || st == GDTE_ERR_TIMEOUT,
           "the survivor's request ended with %s", gdte_status_name(st));
@@ -671,22 +671,14 @@ static int test_kill(int victim_is_receiver)
     gdte_status_t st2 = gdte_msg_isend(comm, b.user, 1, t, 1 - rank, 6, &p, &q2);
     CHECK(st2 == GDTE_ERR_PEER_FAILED || st2 == GDTE_ERR_TRANSPORT, "send to a failed peer: %s", gdte_status_name(st2));
     OK(gdte_comm_destroy(comm));
+    comm = NULL;
     buf_free(&b);
     gdte_type_free(&t);
-    gdte_finalize();
-    if (nfail) fprintf(stderr, "[rank %d] %d failures\n", rank, nfail);
-    else printf("kill: survivor ok\n");
-    fflush(stdout);
-    _exit(nfail ? 1 : 0);
+    if (!nfail) printf("kill: survivor ok\n");
+    return nfail;
 }
 
 /* ---- main ----------------------------------------------------------------------------------- */
-static int allgather_mpi(const void *mine, size_t len, void *all, void *arg)
-{
-    (void)arg;
-    return MPI_Allgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
-}
-
 static gdte_protocol_t parse_protocol(const char *s)
 {
     if (!strcmp(s, "copyinout")) return GDTE_PROTOCOL_COPYINOUT;
@@ -697,14 +689,13 @@ static gdte_protocol_t parse_protocol(const char *s)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    tp_init(&argc, &argv);
+    rank = tp.rank;
+    int size = tp.size, opt_gpus = 1;
     if (size != 2 || argc < 2) {
-        if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 proto_test random|semantics|kill-receiver|kill-sender [opts]\n");
-        MPI_Finalize();
-        return 2;
+        if (rank == 0)
+            fprintf(stderr, "usage: [mpirun -np 2] proto_test random|semantics|kill-receiver|kill-sender [opts]\n");
+        return tp_finalize(2);
     }
     const char *mode = argv[1];
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -713,61 +704,59 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--mem")) opt_device = !strcmp(argv[i + 1], "device");
         else if (!strcmp(argv[i], "--cases")) opt_cases = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seed")) opt_seed = (unsigned)strtoul(argv[i + 1], NULL, 0);
+        else if (!strcmp(argv[i], "--gpus")) opt_gpus = atoi(argv[i + 1]);
     }
     gdte_init_params_t ip = {.field_mask = 0};
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (opt_device && lr) {
-        /* One GPU per rank when there are two, else both on one. */
+    if (opt_device) {
         ip.field_mask = GDTE_INIT_FIELD_DEVICE;
-        ip.device = atoi(lr);
+        ip.device = opt_gpus > 1 ? rank : 0;
     }
-    gdte_status_t ist = gdte_init(&ip);
-    if (ist != GDTE_OK && opt_device) {
-        ip.field_mask = 0;
-        ist = gdte_init(&ip);
-    }
-    OK(ist);
-    if (opt_device && gdte_gpu_device_count() == 1 && gdte_gpu_current_device() != 0) OK(gdte_gpu_set_device(0));
-    if (opt_device && !gdte_gpu_available()) {
-        if (rank == 0) printf("no GPU: device mode skipped\n");
+    OK(gdte_init(&ip));
+    if (opt_device && (!gdte_gpu_available() || (opt_gpus > 1 && gdte_gpu_device_count() < 2))) {
+        if (rank == 0) printf("device mode needs %d GPU(s): skipped\n", opt_gpus);
         gdte_finalize();
-        MPI_Finalize();
-        return 77;
+        return tp_finalize(77);
     }
     gdte_comm_params_t cp = {.field_mask = GDTE_COMM_FIELD_RANK | GDTE_COMM_FIELD_SIZE | GDTE_COMM_FIELD_ALLGATHER,
                              .rank = rank,
                              .size = size,
-                             .allgather = allgather_mpi};
+                             .allgather = tp_allgather};
     OK(gdte_comm_create(&cp, &comm));
     unsigned seed = opt_seed;
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED, 0, MPI_COMM_WORLD);
+    tp_bcast(&seed, sizeof seed);
     opt_seed = seed;
-    double t0 = MPI_Wtime();
+    if (!strncmp(mode, "kill-", 5)) {
+        int f = test_kill(!strcmp(mode, "kill-receiver"));
+        gdte_finalize();
+        return tp_finalize(f ? 1 : 0);
+    }
+    double t0 = tp_time();
     if (!strcmp(mode, "random")) test_random();
     else if (!strcmp(mode, "semantics")) test_semantics();
-    else if (!strcmp(mode, "kill-receiver")) test_kill(1);
-    else if (!strcmp(mode, "kill-sender")) test_kill(0);
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         nfail++;
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    tp_barrier();
     if (rank == 0) {
         gdte_proto_ctx_attr_t a = {.field_mask = GDTE_PROTO_CTX_ATTR_FIELD_STATS};
         gdte_proto_ctx_query(comm, &a);
-        printf("%s (%s, %s): %.2f s; rank 0 completed eager %lld, copyinout %lld, rdma %lld; fragments sent %lld, "
-               "received %lld; staging peak %lld bytes in %lld buffers; IPC opens %lld\n",
-               mode, gdte_protocol_name(opt_protocol), opt_device ? "device" : "host", MPI_Wtime() - t0,
-               (long long)a.stats.msgs[GDTE_PROTOCOL_EAGER], (long long)a.stats.msgs[GDTE_PROTOCOL_COPYINOUT],
-               (long long)a.stats.msgs[GDTE_PROTOCOL_RDMA], (long long)a.stats.frags_sent,
-               (long long)a.stats.frags_recvd, (long long)a.stats.staging_peak, (long long)a.stats.staging_allocs,
-               (long long)a.stats.ipc_opens);
+        printf("%s (%s, %s%s): %.2f s; rank 0 completed eager %lld, copyinout %lld, rdma %lld; fragments sent %lld, "
+               "received %lld; staging peak %lld bytes in %lld buffers; IPC opens %lld, rings %lld\n",
+               mode, gdte_protocol_name(opt_protocol), opt_device ? "device" : "host", tp.mpi ? ", mpirun" : ", fork",
+               tp_time() - t0, (long long)a.stats.msgs[GDTE_PROTOCOL_EAGER],
+               (long long)a.stats.msgs[GDTE_PROTOCOL_COPYINOUT], (long long)a.stats.msgs[GDTE_PROTOCOL_RDMA],
+               (long long)a.stats.frags_sent, (long long)a.stats.frags_recvd, (long long)a.stats.staging_peak,
+               (long long)a.stats.staging_allocs, (long long)a.stats.ipc_opens, (long long)a.stats.ring_allocs);
+        /* RDMA rings are exposed and opened once per peer, never per message. */
+        if (opt_expect == GDTE_PROTOCOL_RDMA)
+            CHECK(a.stats.ring_allocs <= 1 && a.stats.ring_opens <= 1, "%lld rings exposed to one peer, %lld opened",
+                  (long long)a.stats.ring_allocs, (long long)a.stats.ring_opens);
     }
+    tp_barrier();
     OK(gdte_comm_destroy(comm));
-    int all;
-    MPI_Allreduce(&nfail, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int all = tp_sum(nfail);
     gdte_finalize();
-    MPI_Finalize();
     if (rank == 0) printf("%s\n", all ? "FAILED" : "PASSED");
-    return all ? 1 : 0;
+    return tp_finalize(all ? 1 : 0);
 }
