@@ -130,6 +130,8 @@ typedef cudaIpcMemHandle_t hipIpcMemHandle_t;
 #define hipIpcCloseMemHandle cudaIpcCloseMemHandle
 #define hipIpcMemLazyEnablePeerAccess cudaIpcMemLazyEnablePeerAccess
 
+#define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+
 
 static inline int gdte_compat_attr_kind(const hipPointerAttribute_t *a)
 {

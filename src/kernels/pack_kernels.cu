@@ -21,6 +21,7 @@
  * Bytes of a STRIDED/TILED range that fall outside its word-aligned middle (at most W-1 at
  * each end, only when the range is cut mid-word) are moved by the first thread block.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include "gpu/gpu_compat.h"
@@ -396,19 +397,44 @@ static gdte_status_t launch_check(const char *what)
     return GDTE_ERR_GPU;
 }
 
-/* Thread blocks that fill the current GPU (a few per SM), or the caller's cap. */
-static int64_t grid_cap(int max_blocks)
-{
-    if (max_blocks > 0) return max_blocks;
-    gdte_gpu_props_t p;
-    if (gdte_gpu_get_props(-1, &p) != GDTE_OK || p.sm_count <= 0) return 1024;
-    int per_sm = p.max_threads_per_sm > 0 ? p.max_threads_per_sm / NT : 8;
-    if (per_sm < 1) per_sm = 1;
-    return (int64_t)p.sm_count * per_sm;
-}
-
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t iabs(int64_t a) { return a < 0 ? -a : a; }
+
+/* Thread blocks of `kernel` that the current GPU holds at once: the grid of a grid-stride
+ * kernel. A larger grid would run as a full wave plus a partial one; a smaller one leaves SMs
+ * idle. Occupancy per kernel is asked once (it depends on the kernel's registers and shared
+ * memory, not on the call); the caller's cap (GDTE_MAX_BLOCKS) wins when it is lower. */
+template <typename A> static int64_t resident_blocks(void (*kernel)(A), int max_blocks)
+{
+    static struct {
+        const void *k;
+        int per_sm;
+    } cache[96];
+    static int ncache;
+    int per_sm = 0;
+    for (int i = 0; i < __atomic_load_n(&ncache, __ATOMIC_ACQUIRE); i++)
+        if (cache[i].k == (const void *)kernel) per_sm = cache[i].per_sm;
+    if (!per_sm) {
+        int n = 0;
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, NT, 0) != hipSuccess || n < 1) {
+            (void)hipGetLastError();
+            n = 2;
+        }
+        per_sm = n;
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        pthread_mutex_lock(&lock);
+        if (ncache < 96) {
+            cache[ncache].k = (const void *)kernel;
+            cache[ncache].per_sm = n;
+            __atomic_store_n(&ncache, ncache + 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&lock);
+    }
+    gdte_gpu_props_t p;
+    int64_t sms = gdte_gpu_get_props(-1, &p) == GDTE_OK && p.sm_count > 0 ? p.sm_count : 64;
+    int64_t fill = sms * per_sm;
+    return max_blocks > 0 && max_blocks < fill ? max_blocks : fill;
+}
 
 /* Word width for STRIDED/TILED: the user side's addresses are user + disp + sum(i*stride),
  * the packed side's are pbase + k*blocklen; L->align covers disp, blocklen and strides. */
@@ -469,20 +495,24 @@ static void split_edges(edge_args *e, int64_t off, int64_t end, int W)
     if (e->lo >= e->hi) e->lo = e->hi = end;
 }
 
-template <int DIR>
-static void launch_strided(int W, dim3 g, dim3 b, hipStream_t s, const strided_args &a)
+typedef void (*strided_fn)(const strided_args);
+template <int DIR> static strided_fn strided_kernel(int W)
 {
     switch (W) {
-    case 16: GDTE_LAUNCH(g, b, s, a, k_strided<16, DIR>); break;
-    case 8: GDTE_LAUNCH(g, b, s, a, k_strided<8, DIR>); break;
-    case 4: GDTE_LAUNCH(g, b, s, a, k_strided<4, DIR>); break;
-    case 2: GDTE_LAUNCH(g, b, s, a, k_strided<2, DIR>); break;
-    default: GDTE_LAUNCH(g, b, s, a, k_strided<1, DIR>); break;
+    case 16: return k_strided<16, DIR>;
+    case 8: return k_strided<8, DIR>;
+    case 4: return k_strided<4, DIR>;
+    case 2: return k_strided<2, DIR>;
+    default: return k_strided<1, DIR>;
     }
 }
 
+/* Blocks longer than this are cut into pieces (an extra innermost dimension), so that a long
+ * column is shared by several warps and the work splits evenly over the grid. */
+#define STRIDED_PIECE 4096
+
 static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *user, char *pbase, int64_t off,
-                                 int64_t end, int W, hipStream_t s, int64_t cap)
+                                 int64_t end, int W, hipStream_t s, int max_blocks)
 {
     strided_args a;
     memset(&a, 0, sizeof a);
@@ -493,6 +523,17 @@ static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *
         a.L.ndims = 1;
         a.L.count[0] = 1;
         a.L.stride[0] = a.L.blocklen;
+    }
+    if (a.L.blocklen > 2 * STRIDED_PIECE && a.L.blocklen % STRIDED_PIECE == 0 && a.L.ndims < GDTE_MAX_DIMS) {
+        /* Same bytes in the same packed order: block b, piece j is stream block b*k + j. */
+        for (int d = a.L.ndims; d > 0; d--) {
+            a.L.count[d] = a.L.count[d - 1];
+            a.L.stride[d] = a.L.stride[d - 1];
+        }
+        a.L.count[0] = a.L.blocklen / STRIDED_PIECE;
+        a.L.stride[0] = STRIDED_PIECE;
+        a.L.blocklen = STRIDED_PIECE;
+        a.L.ndims++;
     }
     const int64_t bl = a.L.blocklen, c0 = a.L.count[0];
     a.e.user = user;
@@ -521,27 +562,22 @@ static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *
             a.ntiles = (a.nrows + a.rpt - 1) / a.rpt;
         }
     }
-    int64_t nb = imin(cap, a.ntiles > 0 ? a.ntiles : 1);
+    strided_fn k = dir == GDTE_DIR_PACK ? strided_kernel<GDTE_DIR_PACK>(W) : strided_kernel<GDTE_DIR_UNPACK>(W);
+    int64_t nb = imin(resident_blocks(k, max_blocks), a.ntiles > 0 ? a.ntiles : 1);
     a.chunk = a.ntiles > 0 ? (a.ntiles + nb - 1) / nb : 0;
     if (a.chunk > 0) nb = (a.ntiles + a.chunk - 1) / a.chunk;
-    dim3 grid((unsigned)nb), block((unsigned)X, (unsigned)Y);
-    if (dir == GDTE_DIR_PACK)
-        launch_strided<GDTE_DIR_PACK>(W, grid, block, s, a);
-    else
-        launch_strided<GDTE_DIR_UNPACK>(W, grid, block, s, a);
+    GDTE_LAUNCH(dim3((unsigned)nb), dim3((unsigned)X, (unsigned)Y), s, a, k);
     return launch_check("strided");
 }
 
-template <int W, int WPB> static void launch_tiled(gdte_dir_t dir, dim3 g, hipStream_t s, const tiled_args &a)
+typedef void (*tiled_fn)(const tiled_args);
+template <int W, int WPB> static tiled_fn tiled_kernel(gdte_dir_t dir)
 {
-    if (dir == GDTE_DIR_PACK)
-        GDTE_LAUNCH(g, dim3(NT), s, a, k_tiled<W, WPB, GDTE_DIR_PACK>);
-    else
-        GDTE_LAUNCH(g, dim3(NT), s, a, k_tiled<W, WPB, GDTE_DIR_UNPACK>);
+    return dir == GDTE_DIR_PACK ? k_tiled<W, WPB, GDTE_DIR_PACK> : k_tiled<W, WPB, GDTE_DIR_UNPACK>;
 }
 
 static gdte_status_t run_tiled(const gdte_layout_t *L, gdte_dir_t dir, char *user, char *pbase, int64_t off,
-                               int64_t end, int W, hipStream_t s, int64_t cap)
+                               int64_t end, int W, hipStream_t s, int max_blocks)
 {
     tiled_args a;
     memset(&a, 0, sizeof a);
@@ -563,29 +599,31 @@ static gdte_status_t run_tiled(const gdte_layout_t *L, gdte_dir_t dir, char *use
         a.g_lo = G_lo * a.nt0;
         a.g_hi = G_hi * a.nt0 + a.nt0 - 1;
     }
-    int64_t nb = imin(cap, a.g_hi >= a.g_lo ? a.g_hi - a.g_lo + 1 : 1);
-    dim3 grid((unsigned)nb);
-    int wpb = (int)(bl / W);
-    switch (W * 8 + wpb) {
-    case 16 * 8 + 1: launch_tiled<16, 1>(dir, grid, s, a); break;
-    case 8 * 8 + 1: launch_tiled<8, 1>(dir, grid, s, a); break;
-    case 8 * 8 + 2: launch_tiled<8, 2>(dir, grid, s, a); break;
-    case 4 * 8 + 1: launch_tiled<4, 1>(dir, grid, s, a); break;
-    case 4 * 8 + 2: launch_tiled<4, 2>(dir, grid, s, a); break;
-    case 4 * 8 + 4: launch_tiled<4, 4>(dir, grid, s, a); break;
-    case 2 * 8 + 1: launch_tiled<2, 1>(dir, grid, s, a); break;
-    case 2 * 8 + 2: launch_tiled<2, 2>(dir, grid, s, a); break;
-    case 2 * 8 + 4: launch_tiled<2, 4>(dir, grid, s, a); break;
-    case 1 * 8 + 1: launch_tiled<1, 1>(dir, grid, s, a); break;
-    case 1 * 8 + 2: launch_tiled<1, 2>(dir, grid, s, a); break;
-    case 1 * 8 + 4: launch_tiled<1, 4>(dir, grid, s, a); break;
+    tiled_fn k;
+    switch (W * 8 + (int)(bl / W)) {
+    case 16 * 8 + 1: k = tiled_kernel<16, 1>(dir); break;
+    case 8 * 8 + 1: k = tiled_kernel<8, 1>(dir); break;
+    case 8 * 8 + 2: k = tiled_kernel<8, 2>(dir); break;
+    case 4 * 8 + 1: k = tiled_kernel<4, 1>(dir); break;
+    case 4 * 8 + 2: k = tiled_kernel<4, 2>(dir); break;
+    case 4 * 8 + 4: k = tiled_kernel<4, 4>(dir); break;
+    case 2 * 8 + 1: k = tiled_kernel<2, 1>(dir); break;
+    case 2 * 8 + 2: k = tiled_kernel<2, 2>(dir); break;
+    case 2 * 8 + 4: k = tiled_kernel<2, 4>(dir); break;
+    case 1 * 8 + 1: k = tiled_kernel<1, 1>(dir); break;
+    case 1 * 8 + 2: k = tiled_kernel<1, 2>(dir); break;
+    case 1 * 8 + 4: k = tiled_kernel<1, 4>(dir); break;
     default: return GDTE_ERR_INTERNAL;
     }
+    int64_t nb = imin(resident_blocks(k, max_blocks), a.g_hi >= a.g_lo ? a.g_hi - a.g_lo + 1 : 1);
+    GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), s, a, k);
     return launch_check("tiled");
 }
 
+typedef void (*dev_fn)(const dev_args);
+
 static gdte_status_t run_dev(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_kvar_t v, gdte_dir_t dir,
-                             char *user, char *pbase, int64_t off, int64_t end, hipStream_t s, int64_t cap)
+                             char *user, char *pbase, int64_t off, int64_t end, hipStream_t s, int max_blocks)
 {
     dev_args a;
     memset(&a, 0, sizeof a);
@@ -622,18 +660,14 @@ static gdte_status_t run_dev(const gdte_layout_t *L, const gdte_gpu_exec_opts_t 
     }
     if (a.npairs <= 0) return GDTE_OK;
     if (v == GDTE_KVAR_DEV_THREAD) {
-        dim3 grid((unsigned)imin(cap, (a.npairs + NT - 1) / NT));
-        if (dir == GDTE_DIR_PACK)
-            GDTE_LAUNCH(grid, dim3(NT), s, a, k_dev_thread<GDTE_DIR_PACK>);
-        else
-            GDTE_LAUNCH(grid, dim3(NT), s, a, k_dev_thread<GDTE_DIR_UNPACK>);
+        dev_fn k = dir == GDTE_DIR_PACK ? k_dev_thread<GDTE_DIR_PACK> : k_dev_thread<GDTE_DIR_UNPACK>;
+        int64_t nb = imin(resident_blocks(k, max_blocks), (a.npairs + NT - 1) / NT);
+        GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), s, a, k);
         return launch_check("dev_thread");
     }
-    dim3 grid((unsigned)imin(cap, (a.npairs + NT / 32 - 1) / (NT / 32)));
-    if (dir == GDTE_DIR_PACK)
-        GDTE_LAUNCH(grid, dim3(NT), s, a, k_dev_warp<GDTE_DIR_PACK>);
-    else
-        GDTE_LAUNCH(grid, dim3(NT), s, a, k_dev_warp<GDTE_DIR_UNPACK>);
+    dev_fn k = dir == GDTE_DIR_PACK ? k_dev_warp<GDTE_DIR_PACK> : k_dev_warp<GDTE_DIR_UNPACK>;
+    int64_t nb = imin(resident_blocks(k, max_blocks), (a.npairs + NT / 32 - 1) / (NT / 32));
+    GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), s, a, k);
     return launch_check("dev_warp");
 }
 
@@ -649,7 +683,7 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
     char *u = (char *)user;
     char *pbase = (char *)packed - offset;
     const int64_t end = offset + len;
-    const int64_t cap = grid_cap(o ? o->max_blocks : 0);
+    const int max_blocks = o ? o->max_blocks : 0;
     const int W = strided_word(L, user, pbase, forced_word);
     const gdte_kvar_t v = choose(L, W);
     last_variant = v;
@@ -666,10 +700,10 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
         }
         return GDTE_OK;
     }
-    case GDTE_KVAR_STRIDED: return run_strided(L, dir, u, pbase, offset, end, W, s, cap);
-    case GDTE_KVAR_TILED: return run_tiled(L, dir, u, pbase, offset, end, W, s, cap);
+    case GDTE_KVAR_STRIDED: return run_strided(L, dir, u, pbase, offset, end, W, s, max_blocks);
+    case GDTE_KVAR_TILED: return run_tiled(L, dir, u, pbase, offset, end, W, s, max_blocks);
     case GDTE_KVAR_DEV_WARP:
-    case GDTE_KVAR_DEV_THREAD: return run_dev(L, o, v, dir, u, pbase, offset, end, s, cap);
+    case GDTE_KVAR_DEV_THREAD: return run_dev(L, o, v, dir, u, pbase, offset, end, s, max_blocks);
     default: return GDTE_ERR_INTERNAL;
     }
 }

@@ -266,6 +266,10 @@ gdte_type_h rt_shape_type(rt_shape_t shape, int64_t n, char *desc, size_t desc_l
             st = gdte_type_create_contiguous(n, b, &t);
         break;
     }
+    case RT_SHAPE_LONGBLK:
+        snprintf(desc, desc_len, "%lld blocks of 12 KiB at 16000 B", (long long)n);
+        st = gdte_type_create_vector(n, 1536, 2000, dbl, &t);
+        break;
     case RT_SHAPE_FACE_X: {
         snprintf(desc, desc_len, "face_x of a %lld^3 double grid", (long long)n);
         int64_t sz[3] = {n, n, n}, sub[3] = {n, n, 1}, at[3] = {0, 0, n / 2};

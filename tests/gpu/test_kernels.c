@@ -102,8 +102,8 @@ int main(void)
     static const int all_words[] = {0, 1, 2, 4, 8, 16, -1};
     static const gdte_kvar_t expect[RT_SHAPE_COUNT_] = {
         GDTE_KVAR_STRIDED,    GDTE_KVAR_STRIDED, GDTE_KVAR_DEV_WARP, GDTE_KVAR_TILED,
-        GDTE_KVAR_DEV_THREAD, GDTE_KVAR_STRIDED, GDTE_KVAR_TILED,    GDTE_KVAR_TILED};
-    static const int64_t sizes[RT_SHAPE_COUNT_] = {40, 300, 70, 37, 200, 12, 33, 71};
+        GDTE_KVAR_DEV_THREAD, GDTE_KVAR_STRIDED, GDTE_KVAR_TILED,    GDTE_KVAR_TILED, GDTE_KVAR_STRIDED};
+    static const int64_t sizes[RT_SHAPE_COUNT_] = {40, 300, 70, 37, 200, 12, 33, 71, 3};
     /* The benchmark's shapes, small, each under every variant and word cap. */
     for (int s = 0; s < RT_SHAPE_COUNT_; s++) {
         char desc[512];

@@ -1,0 +1,439 @@
+/*
+ * bench/pack: GPU pack and unpack of the issue's layouts, against the copies an MPI would
+ * otherwise make.
+ *
+ * Methods, each on device buffers, on one non-blocking stream:
+ *   gdte      gdte_pack / gdte_unpack (async) of the layout
+ *   memcpy    one device-to-device copy of the same number of bytes (the yardstick)
+ *   memcpy2d  one 2-D copy, where the layout is a single vector (width = block, pitch = stride)
+ *   perblock  one async copy per contiguous block (what MPIs do today); layouts of more than
+ *             PERBLOCK_MAX blocks are timed on their first PERBLOCK_MAX blocks and scaled to
+ *             the whole count (printed as such in the log)
+ * Timing: device events around each sample; a sample is K back-to-back operations (K > 1 only
+ * for layouts under 16 MiB, so launch gaps do not decide the result), warm-up first, median
+ * of RUNS samples. The first use of an uncached T (plan not yet on the device) is timed on the
+ * host clock around a blocking gdte_pack, against the same clock for the cached plan.
+ * Every gdte result is checked once against the host executor before it is timed.
+ *
+ * CSV: device,commit,layout,method,direction,packed_bytes,median_us,gbps,ratio_to_memcpy
+ * (gbps: packed bytes / median time, 1e9; ratio: memcpy time / method time).
+ *
+ * Usage: pack_bench OUT.csv [layout,layout,...]   (commit from GDTE_COMMIT)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/engine.h"
+#include "gdte.h"
+#include "gpu/gpu.h"
+#include "kernels/devplan.h"
+#include "kernels/kernels.h"
+#include "util/util.h"
+
+#define RUNS 25
+#define WARMUP 3
+#define PERBLOCK_MAX 65536
+#define PERBLOCK_RUNS 5
+
+static gdte_stream_t S;
+static FILE *csv;
+static char device[256], commit[64];
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        gdte_status_t st_ = (call);                                                                \
+        if (st_ != GDTE_OK) {                                                                      \
+            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, gdte_status_name(st_), \
+                    gdte_gpu_last_error());                                                        \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- one benchmark case ---- */
+typedef struct bcase {
+    const char *name;
+    gdte_type_h type;
+    int64_t n;          /* packed bytes */
+    char *user, *packed; /* device buffers */
+    size_t user_bytes;
+    gdte_layout_t L;
+    /* perblock: prefix of the block list */
+    int64_t nblocks, nlist;
+    int64_t *boff, *bpk, *blen;
+} bcase_t;
+
+typedef void (*op_fn)(bcase_t *c, gdte_dir_t dir);
+
+static void op_gdte(bcase_t *c, gdte_dir_t dir)
+{
+    gdte_pack_params_t p = {GDTE_PACK_FIELD_STREAM | GDTE_PACK_FIELD_FLAGS, 0, 0, S, GDTE_PACK_FLAG_ASYNC};
+    int64_t done;
+    if (dir == GDTE_DIR_PACK)
+        CK(gdte_pack(c->user, 1, c->type, c->packed, c->n, &p, &done));
+    else
+        CK(gdte_unpack(c->packed, c->n, c->user, 1, c->type, &p, &done));
+}
+
+static void op_memcpy(bcase_t *c, gdte_dir_t dir)
+{
+    /* the same bytes, contiguous on both sides */
+    if (dir == GDTE_DIR_PACK)
+        CK(gdte_gpu_memcpy_async(c->packed, c->user, (size_t)c->n, S));
+    else
+        CK(gdte_gpu_memcpy_async(c->user, c->packed, (size_t)c->n, S));
+}
+
+static int is_vector(const bcase_t *c)
+{
+    return c->L.kind == GDTE_LAYOUT_KIND_STRIDED && c->L.ndims == 1 && c->L.stride[0] > 0;
+}
+
+static void op_memcpy2d(bcase_t *c, gdte_dir_t dir)
+{
+    const gdte_layout_t *L = &c->L;
+    size_t w = (size_t)L->blocklen, h = (size_t)L->count[0], pitch = (size_t)L->stride[0];
+    if (dir == GDTE_DIR_PACK)
+        CK(gdte_gpu_memcpy2d_async(c->packed, w, c->user + L->disp, pitch, w, h, S));
+    else
+        CK(gdte_gpu_memcpy2d_async(c->user + L->disp, pitch, c->packed, w, w, h, S));
+}
+
+static void op_perblock(bcase_t *c, gdte_dir_t dir)
+{
+    for (int64_t i = 0; i < c->nlist; i++) {
+        if (dir == GDTE_DIR_PACK)
+            CK(gdte_gpu_memcpy_async(c->packed + c->bpk[i], c->user + c->boff[i], (size_t)c->blen[i], S));
+        else
+            CK(gdte_gpu_memcpy_async(c->user + c->boff[i], c->packed + c->bpk[i], (size_t)c->blen[i], S));
+    }
+}
+
+/* Contiguous blocks of the layout, in packed order, merging adjacent pieces. */
+static void list_blocks(bcase_t *c)
+{
+    const gdte_layout_t *L = &c->L;
+    int64_t cap = 1 << 16, n = 0, total = 0;
+    c->boff = malloc((size_t)cap * sizeof(int64_t));
+    c->bpk = malloc((size_t)cap * sizeof(int64_t));
+    c->blen = malloc((size_t)cap * sizeof(int64_t));
+#define ADD(off, pk, len)                                                                          \
+    do {                                                                                           \
+        if (n > 0 && c->boff[n - 1] + c->blen[n - 1] == (off) && c->bpk[n - 1] + c->blen[n - 1] == (pk)) { \
+            c->blen[n - 1] += (len);                                                               \
+        } else {                                                                                   \
+            total++;                                                                               \
+            if (n < cap) {                                                                         \
+                c->boff[n] = (off);                                                                \
+                c->bpk[n] = (pk);                                                                  \
+                c->blen[n] = (len);                                                                \
+                n++;                                                                               \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+    if (L->kind == GDTE_LAYOUT_KIND_CONTIG) {
+        ADD(L->disp, 0, L->blocklen);
+    } else if (L->kind == GDTE_LAYOUT_KIND_STRIDED) {
+        int64_t nb = gdte_layout_nblocks(L);
+        for (int64_t b = 0; b < nb; b++) ADD(gdte_layout_block_offset(L, b), b * L->blocklen, L->blocklen);
+    } else if (L->kind == GDTE_LAYOUT_KIND_UNITS) {
+        int64_t reps = gdte_layout_nblocks(L);
+        for (int64_t r = 0; r < reps; r++) {
+            int64_t ro = gdte_layout_rep_offset(L, r);
+            for (int64_t u = 0; u < L->nunits; u++)
+                ADD(ro + L->units[u].src, r * L->rep_bytes + L->units[u].packed, (int64_t)L->units[u].len);
+        }
+    }
+#undef ADD
+    c->nblocks = total;
+    c->nlist = n;
+}
+
+/* Median time (us) of one operation. */
+static double time_op(bcase_t *c, op_fn op, gdte_dir_t dir, int runs, int k)
+{
+    gdte_gpu_event_t a, b;
+    CK(gdte_gpu_event_create(&a, 1));
+    CK(gdte_gpu_event_create(&b, 1));
+    for (int i = 0; i < WARMUP; i++) op(c, dir);
+    CK(gdte_gpu_stream_synchronize(S));
+    double v[64];
+    for (int r = 0; r < runs; r++) {
+        CK(gdte_gpu_event_record(a, S));
+        for (int i = 0; i < k; i++) op(c, dir);
+        CK(gdte_gpu_event_record(b, S));
+        CK(gdte_gpu_event_synchronize(b));
+        float ms;
+        CK(gdte_gpu_event_elapsed_ms(a, b, &ms));
+        v[r] = ms * 1000.0 / k;
+    }
+    CK(gdte_gpu_event_destroy(a));
+    CK(gdte_gpu_event_destroy(b));
+    return median(v, runs);
+}
+
+static void row(const char *layout, const char *method, gdte_dir_t dir, int64_t n, double us, double memcpy_us)
+{
+    double gbps = n / (us * 1e3);
+    fprintf(csv, "%s,%s,%s,%s,%s,%lld,%.2f,%.2f,%.3f\n", device, commit, layout, method,
+            dir == GDTE_DIR_PACK ? "pack" : "unpack", (long long)n, us, gbps, memcpy_us / us);
+    printf("  %-10s %-16s %-6s %12lld B %10.1f us %8.1f GB/s  x%.3f of memcpy\n", layout, method,
+           dir == GDTE_DIR_PACK ? "pack" : "unpack", (long long)n, us, gbps, memcpy_us / us);
+    fflush(csv);
+    fflush(stdout);
+}
+
+/* Fill device memory with a pseudo-random pattern (never zeros: they hide unwritten bytes).
+ * The pattern's length is no power of two, so a repeat never lines up with a layout's stride. */
+static unsigned char *pattern;
+#define PATTERN_BYTES ((size_t)(63u << 20) + 24)
+static void fill_device(char *d, size_t n)
+{
+    for (size_t at = 0; at < n; at += PATTERN_BYTES)
+        CK(gdte_gpu_memcpy(d + at, pattern, n - at < PATTERN_BYTES ? n - at : PATTERN_BYTES));
+}
+
+static int verify_failures;
+
+/* gdte's pack against the host executor's, and its unpack into a buffer whose other bytes are
+ * scribbled over. */
+static int verify(bcase_t *c)
+{
+    size_t ub = c->user_bytes, pb = (size_t)c->n;
+    unsigned char *uh = malloc(ub), *exp = malloc(ub), *got = malloc(ub), *ph = malloc(pb), *ref = malloc(pb);
+    if (!uh || !exp || !got || !ph || !ref) {
+        fprintf(stderr, "out of host memory for verification\n");
+        exit(1);
+    }
+    CK(gdte_gpu_memcpy(uh, c->user, ub));
+    CK(gdte_gpu_memset(c->packed, 0x5a, pb));
+    op_gdte(c, GDTE_DIR_PACK);
+    CK(gdte_gpu_stream_synchronize(S));
+    CK(gdte_gpu_memcpy(ph, c->packed, pb));
+    gdte_host_exec(&c->L, GDTE_DIR_PACK, uh, ref, 0, c->n);
+    int ok = !memcmp(ph, ref, pb);
+    memcpy(exp, uh, ub);
+    memset(exp, 0x33, ub / 2);
+    CK(gdte_gpu_memcpy(c->user, exp, ub));
+    CK(gdte_gpu_memcpy(c->packed, ref, pb));
+    op_gdte(c, GDTE_DIR_UNPACK);
+    CK(gdte_gpu_stream_synchronize(S));
+    CK(gdte_gpu_memcpy(got, c->user, ub));
+    gdte_host_exec(&c->L, GDTE_DIR_UNPACK, exp, ref, 0, c->n);
+    ok = ok && !memcmp(got, exp, ub);
+    CK(gdte_gpu_memcpy(c->user, uh, ub)); /* back to the original data for timing */
+    free(uh);
+    free(exp);
+    free(got);
+    free(ph);
+    free(ref);
+    return ok;
+}
+
+static gdte_type_h make_type(const char *name, size_t *user_bytes)
+{
+    gdte_type_h t = NULL, a = NULL, b = NULL;
+    gdte_type_h dbl = gdte_type_predefined(GDTE_BASIC_DOUBLE);
+    if (!strcmp(name, "V")) {
+        CK(gdte_type_create_vector(8192, 8192, 16384, dbl, &t));
+        *user_bytes = (size_t)16384 * 8192 * 8;
+    } else if (!strcmp(name, "V64")) {
+        CK(gdte_type_create_vector(4 << 20, 8, 16, dbl, &t));
+        *user_bytes = (size_t)(4 << 20) * 128;
+    } else if (!strcmp(name, "T")) {
+        int64_t *bl = malloc(8192 * sizeof *bl), *ds = malloc(8192 * sizeof *ds);
+        for (int64_t j = 0; j < 8192; j++) {
+            bl[j] = 8192 - j;
+            ds[j] = j * 8192 + j;
+        }
+        CK(gdte_type_create_indexed(8192, bl, ds, dbl, &t));
+        free(bl);
+        free(ds);
+        *user_bytes = (size_t)8192 * 8192 * 8;
+    } else if (!strncmp(name, "face_", 5)) {
+        int64_t sz[3] = {512, 512, 512}, sub[3] = {512, 512, 512}, at[3] = {0, 0, 0};
+        int axis = name[5] == 'x' ? 2 : name[5] == 'y' ? 1 : 0; /* C order: x fastest */
+        sub[axis] = 1;
+        at[axis] = 256;
+        CK(gdte_type_create_subarray(3, sz, sub, at, GDTE_ORDER_C, dbl, &t));
+        *user_bytes = (size_t)512 * 512 * 512 * 8;
+    } else if (!strcmp(name, "transpose")) {
+        CK(gdte_type_create_vector(4096, 1, 4096, dbl, &a));
+        CK(gdte_type_create_resized(a, 0, 8, &b));
+        CK(gdte_type_create_contiguous(4096, b, &t));
+        *user_bytes = (size_t)4096 * 4096 * 8;
+    } else if (!strcmp(name, "struct3") || !strcmp(name, "struct3p")) {
+        /* struct3: {double, int, float[3]}, dense (24 bytes). struct3p, an extra case:
+         * {int, double, float[3]}, a 4-byte hole (32 bytes), so two pieces per element. */
+        int pad = !strcmp(name, "struct3p");
+        gdte_type_h i32 = gdte_type_predefined(GDTE_BASIC_INT32), f32 = gdte_type_predefined(GDTE_BASIC_FLOAT);
+        int64_t bl[3] = {1, 1, 3};
+        int64_t ds_dense[3] = {0, 8, 12}, ds_pad[3] = {0, 8, 16};
+        gdte_type_h ty_dense[3] = {dbl, i32, f32}, ty_pad[3] = {i32, dbl, f32};
+        int64_t ext = pad ? 32 : 24;
+        CK(gdte_type_create_struct(3, bl, pad ? ds_pad : ds_dense, pad ? ty_pad : ty_dense, &a));
+        CK(gdte_type_create_resized(a, 0, ext, &b));
+        CK(gdte_type_create_contiguous(1000000, b, &t));
+        *user_bytes = (size_t)1000000 * (size_t)ext;
+    } else {
+        fprintf(stderr, "unknown layout %s\n", name);
+        exit(2);
+    }
+    if (a) gdte_type_free(&a);
+    if (b) gdte_type_free(&b);
+    CK(gdte_type_commit(t));
+    return t;
+}
+
+/* First use of an uncached T: host clock around a blocking pack, fresh type each trial. */
+static void first_use_T(bcase_t *c, double memcpy_us)
+{
+    double first[5], cached[25], commit_ms[5];
+    int nc = 0;
+    gdte_pack_params_t p = {GDTE_PACK_FIELD_STREAM, 0, 0, S, 0};
+    int64_t done;
+    for (int trial = 0; trial < 5; trial++) {
+        size_t ub;
+        double t0 = gdte_time_now();
+        gdte_type_h t = make_type("T", &ub);
+        commit_ms[trial] = (gdte_time_now() - t0) * 1e3;
+        CK(gdte_gpu_stream_synchronize(S));
+        t0 = gdte_time_now();
+        CK(gdte_pack(c->user, 1, t, c->packed, c->n, &p, &done));
+        first[trial] = (gdte_time_now() - t0) * 1e6;
+        for (int i = 0; i < 5; i++) {
+            t0 = gdte_time_now();
+            CK(gdte_pack(c->user, 1, t, c->packed, c->n, &p, &done));
+            cached[nc++] = (gdte_time_now() - t0) * 1e6;
+        }
+        gdte_type_free(&t);
+    }
+    double f = median(first, 5), cm = median(cached, nc), cmt = median(commit_ms, 5);
+    row("T", "gdte_first_use", GDTE_DIR_PACK, c->n, f, memcpy_us);
+    row("T", "gdte_cached_wall", GDTE_DIR_PACK, c->n, cm, memcpy_us);
+    printf("  T first use %.1f us vs cached %.1f us (host clock, blocking): x%.2f [target <= 1.5]; "
+           "commit (host, not in either) %.1f ms\n",
+           f, cm, f / cm, cmt);
+}
+
+static double dram_bytes_per_us; /* from the largest memcpy: bytes read + written per us */
+
+static void run_case(const char *name)
+{
+    bcase_t c;
+    memset(&c, 0, sizeof c);
+    c.name = name;
+    c.type = make_type(name, &c.user_bytes);
+    CK(gdte_type_pack_size(1, c.type, &c.n));
+    CK(gdte_engine_layout(c.type, 1, &c.L));
+    CK(gdte_gpu_malloc((void **)&c.user, c.user_bytes));
+    CK(gdte_gpu_malloc((void **)&c.packed, (size_t)c.n));
+    fill_device(c.user, c.user_bytes);
+    fill_device(c.packed, (size_t)c.n);
+    char desc[256];
+    gdte_type_describe(c.type, desc, sizeof desc);
+    gdte_kvar_t v = gdte_gpu_exec_variant(&c.L, GDTE_DIR_PACK);
+    static const char *vn[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread"};
+    printf("%s: %s; kernel %s; %lld packed bytes\n", name, desc, vn[v], (long long)c.n);
+    if (!verify(&c)) {
+        printf("  VERIFY FAILED: gdte's result differs from the host executor's\n");
+        verify_failures++;
+    } else {
+        printf("  verified against the host executor (pack, and unpack into scribbled memory)\n");
+    }
+    int k = c.n < (16 << 20) ? 20 : 1;
+    for (int d = 0; d < 2; d++) {
+        gdte_dir_t dir = d ? GDTE_DIR_UNPACK : GDTE_DIR_PACK;
+        double mc = time_op(&c, op_memcpy, dir, RUNS, k);
+        if (c.n >= (256 << 20) && d == 0) dram_bytes_per_us = 2.0 * c.n / mc;
+        row(name, "memcpy", dir, c.n, mc, mc);
+        double g = time_op(&c, op_gdte, dir, RUNS, k);
+        row(name, "gdte", dir, c.n, g, mc);
+        if (is_vector(&c)) row(name, "memcpy2d", dir, c.n, time_op(&c, op_memcpy2d, dir, RUNS, k), mc);
+        if (d == 0) list_blocks(&c);
+        double pb = time_op(&c, op_perblock, dir, PERBLOCK_RUNS, 1);
+        if (c.nlist < c.nblocks) {
+            printf("  (perblock: timed %lld of %lld blocks, scaled)\n", (long long)c.nlist, (long long)c.nblocks);
+            pb *= (double)c.nblocks / (double)c.nlist;
+        }
+        row(name, "perblock", dir, c.n, pb, mc);
+        if (!strcmp(name, "face_x") && dram_bytes_per_us > 0) {
+            /* every 8-byte element costs a 32-byte sector read; the packed side is dense */
+            double bound = (c.nblocks * 32.0 + c.n) / dram_bytes_per_us;
+            printf("  face_x %s: 32-byte-sector bound %.1f us (at %.0f GB/s), gdte %.1f us: x%.2f of the bound "
+                   "[target <= 1.25]\n",
+                   d ? "unpack" : "pack", bound, dram_bytes_per_us / 1e3, g, g / bound);
+        }
+        if (!strcmp(name, "T") && d == 0) first_use_T(&c, mc);
+    }
+    CK(gdte_gpu_free(c.user));
+    CK(gdte_gpu_free(c.packed));
+    free(c.boff);
+    free(c.bpk);
+    free(c.blen);
+    gdte_type_free(&c.type);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s OUT.csv [layout,...]\n", argv[0]);
+        return 2;
+    }
+    CK(gdte_init(NULL));
+    if (!gdte_gpu_available()) {
+        printf("no usable GPU (%s): nothing to measure\n", gdte_gpu_last_error());
+        return 77;
+    }
+    gdte_gpu_props_t pr;
+    CK(gdte_gpu_get_props(-1, &pr));
+    const char *short_name = strstr(pr.name, "H100") ? "h100" : strstr(pr.name, "H200") ? "h200" : NULL;
+    if (short_name) {
+        snprintf(device, sizeof device, "%s", short_name);
+    } else {
+        snprintf(device, sizeof device, "%s", pr.name);
+        for (char *q = device; *q; q++)
+            if (*q == ',' || *q == ' ') *q = '_';
+    }
+    const char *cm = getenv("GDTE_COMMIT");
+    snprintf(commit, sizeof commit, "%s", cm && *cm ? cm : "unknown");
+    printf("device %s (%s, %d SMs, L2 %d MB), commit %s\n", device, pr.name, pr.sm_count, pr.l2_bytes >> 20, commit);
+    csv = fopen(argv[1], "w");
+    if (!csv) {
+        perror(argv[1]);
+        return 1;
+    }
+    fprintf(csv, "device,commit,layout,method,direction,packed_bytes,median_us,gbps,ratio_to_memcpy\n");
+    CK(gdte_gpu_stream_create(&S));
+    pattern = malloc(PATTERN_BYTES);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < PATTERN_BYTES; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        pattern[i] = (unsigned char)(x >> 24);
+    }
+    const char *list = argc > 2 ? argv[2] : "V,V64,T,face_x,face_y,face_z,transpose,struct3,struct3p";
+    char *dup = strdup(list);
+    for (char *tok = strtok(dup, ","); tok; tok = strtok(NULL, ",")) run_case(tok);
+    free(dup);
+    gdte_devplan_stats_t ds;
+    gdte_devplan_get_stats(&ds);
+    printf("device plan cache: %lld uploads, %lld hits, %lld misses, %lld evictions\n", (long long)ds.uploads,
+           (long long)ds.hits, (long long)ds.misses, (long long)ds.evictions);
+    fclose(csv);
+    CK(gdte_gpu_stream_destroy(S));
+    gdte_finalize();
+    if (verify_failures) printf("%d layouts FAILED verification\n", verify_failures);
+    return verify_failures ? 1 : 0;
+}
