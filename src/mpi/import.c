@@ -369,11 +369,11 @@ static gdte_status_t conform(MPI_Datatype dt, gdte_type_h *t_p)
 
 static gdte_status_t import_rec(MPI_Datatype dt, gdte_type_h *t_p);
 
-/* Build a named type (lock held); the result is a new reference. */
-static gdte_status_t build_named(MPI_Datatype dt, gdte_type_h *t_p)
+/* Build a predefined type (lock held); the result is a new reference. */
+static gdte_status_t build_named(MPI_Datatype dt, int comb, gdte_type_h *t_p)
 {
     named_def_t defs[128];
-    int n = named_defs(defs);
+    int n = comb == MPI_COMBINER_NAMED ? named_defs(defs) : 0;
     const named_def_t *d = NULL;
     for (int i = 0; i < n; i++)
         if (defs[i].dt != MPI_DATATYPE_NULL && defs[i].dt == dt) {
@@ -384,7 +384,13 @@ static gdte_status_t build_named(MPI_Datatype dt, gdte_type_h *t_p)
     gdte_status_t st = mpi_size(dt, &size);
     if (st != GDTE_OK) return st;
     gdte_type_h t = NULL;
-    if (!d) {
+    if (comb != MPI_COMBINER_NAMED) {
+        /* F90 (p, r) types: one element of MPI's size, a number of the family asked for */
+        family_t fam = comb == MPI_COMBINER_F90_REAL      ? FAM_REAL
+                     : comb == MPI_COMBINER_F90_INTEGER ? FAM_SINT
+                                                        : FAM_COMPLEX;
+        st = elem_of_size(size, fam, &t);
+    } else if (!d) {
         /* A predefined type we do not list: one element of its size, tagged by its name. */
         st = size ? gdte_type_create_basic(size, name_tag(dt), &t) : elem_of_size(0, FAM_BYTE, &t);
     } else if (d->fam == FAM_PAIR) {
@@ -417,10 +423,18 @@ static gdte_status_t build_named(MPI_Datatype dt, gdte_type_h *t_p)
 /* Derived types. */
 static gdte_order_t order_of(int o) { return o == MPI_ORDER_FORTRAN ? GDTE_ORDER_FORTRAN : GDTE_ORDER_C; }
 
-static int is_named(MPI_Datatype dt)
+/* Named types and the F90 parameterized types are predefined in MPI's sense: never freed,
+ * and no attributes are relied on for them. */
+static int comb_predefined(int comb)
+{
+    return comb == MPI_COMBINER_NAMED || comb == MPI_COMBINER_F90_REAL || comb == MPI_COMBINER_F90_COMPLEX ||
+           comb == MPI_COMBINER_F90_INTEGER;
+}
+
+static int is_predefined(MPI_Datatype dt)
 {
     int ni, na, nd, comb;
-    return MPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) == MPI_SUCCESS && comb == MPI_COMBINER_NAMED;
+    return MPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) == MPI_SUCCESS && comb_predefined(comb);
 }
 
 static gdte_status_t build_derived(MPI_Datatype dt, int ni, int na, int nd, int comb, gdte_type_h *t_p)
@@ -514,16 +528,6 @@ static gdte_status_t build_derived(MPI_Datatype dt, int ni, int na, int nd, int 
         break;
     }
     case MPI_COMBINER_RESIZED: st = gdte_type_create_resized(G[0], (int64_t)A[0], (int64_t)A[1], &t); break;
-    case MPI_COMBINER_F90_REAL:
-    case MPI_COMBINER_F90_INTEGER:
-    case MPI_COMBINER_F90_COMPLEX: {
-        /* One element of MPI's size; the tag keeps (p, r) kinds apart in signatures. */
-        int64_t size;
-        if ((st = mpi_size(dt, &size)) != GDTE_OK) break;
-        family_t fam = comb == MPI_COMBINER_F90_REAL ? FAM_REAL : comb == MPI_COMBINER_F90_INTEGER ? FAM_SINT : FAM_COMPLEX;
-        st = elem_of_size(size, fam, &t);
-        break;
-    }
     default:
         gdte_error("MPI import: datatype combiner %d is not supported", comb);
         st = GDTE_ERR_UNSUPPORTED;
@@ -537,7 +541,7 @@ out:
         if (G && G[i]) gdte_type_release(G[i]);
     if (got)
         for (int i = 0; i < nd; i++)
-            if (!is_named(D[i])) MPI_Type_free(&D[i]);
+            if (!is_predefined(D[i])) MPI_Type_free(&D[i]);
     free(I);
     free(A);
     free(D);
@@ -564,8 +568,8 @@ static gdte_status_t import_rec(MPI_Datatype dt, gdte_type_h *t_p)
     }
     int ni, na, nd, comb, flag = 0;
     if (MPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS) return GDTE_ERR_INVALID_TYPE;
-    if (comb == MPI_COMBINER_NAMED) {
-        if ((st = build_named(dt, &t)) != GDTE_OK) return st;
+    if (comb_predefined(comb)) {
+        if ((st = build_named(dt, comb, &t)) != GDTE_OK) return st;
         if ((st = named_insert(dt, t)) != GDTE_OK) {
             gdte_type_release(t);
             return st;

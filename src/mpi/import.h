@@ -15,10 +15,11 @@
  * The committed gdte type with the same type map, size, lb, extent and true bounds as the
  * MPI datatype @p dt (any combiner, nested to any depth; @p dt need not be committed).
  *
- * The handle is borrowed: the import cache owns it and releases it when the application
- * frees @p dt (MPI_Type_free runs the cache's attribute delete callback); predefined types
- * live until MPI_Finalize. Never gdte_type_free() it; an operation that may outlive the
- * caller's use of @p dt takes its own reference (gdte_type_retain, src/engine/engine.h).
+ * The handle is borrowed: the import cache owns it and releases it when MPI destroys @p dt
+ * (the attribute delete callback; Open MPI runs it once MPI_Type_free has been called on
+ * @p dt and on every type built over it); predefined types live until MPI_Finalize. Never
+ * gdte_type_free() it; an operation that may outlive the caller's use of @p dt takes its own
+ * reference (gdte_type_retain, src/engine/engine.h).
  *
  * Bounds are MPI's: where the gdte constructors (which follow the MPI standard) and the MPI
  * in use disagree on lb or extent, the result is wrapped in a resized type with MPI's values,
