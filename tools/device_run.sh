@@ -12,7 +12,8 @@
 # build is configured with -DGDTE_WITH_MPI=OFF -DGDTE_WITH_UCX=OFF. uthash is taken from
 # .deps/uthash/include when tools/device_deps.sh prepared it (carry .deps with the call).
 # Environment: GDTE_COMMIT (recorded in the CSV), DEVICE_JOBS, DEVICE_BUILD_DIR,
-# DEVICE_SANITIZER_ITERS (random types per test under the sanitizers, default 12).
+# DEVICE_SANITIZER_ITERS (random types per test under the sanitizers, default 12),
+# DEVICE_SANITIZER_TIMEOUT / DEVICE_BENCH_TIMEOUT (seconds per run), BENCH_LAYOUTS (a,b,...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -46,7 +47,7 @@ section_build() {
 section_gpu_tests() {
   [ "$BUILD_OK" = 1 ] || { record gpu_tests skip "no build"; return; }
   local log="$OUT/ctest_gpu.log"
-  (cd "$BUILD" && ctest -L '^gpu$' --output-on-failure -V) >"$log" 2>&1
+  (cd "$BUILD" && ctest -L '^gpu$' --output-on-failure -V --timeout 300) >"$log" 2>&1
   local rc=$?
   local res
   res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
@@ -66,7 +67,7 @@ section_sanitizers() {
       local opts=(--tool "$tool" --error-exitcode 99)
       [ "$tool" = memcheck ] && opts+=(--leak-check full)
       echo "== $tool $t (GDTE_TEST_ITERS=$GDTE_TEST_ITERS)" >>"$log"
-      "$cs" "${opts[@]}" "$BUILD/tests/gpu/$t" >>"$log" 2>&1
+      timeout "${DEVICE_SANITIZER_TIMEOUT:-240}" "$cs" "${opts[@]}" "$BUILD/tests/gpu/$t" >>"$log" 2>&1
       local rc=$?
       local errs
       errs=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
@@ -79,7 +80,7 @@ section_sanitizers() {
 section_bench_pack() {
   [ "$BUILD_OK" = 1 ] || { record bench_pack skip "no build"; return; }
   local log="$OUT/bench_pack.log"
-  "$BUILD/bench/pack/pack_bench" "$OUT/pack.csv" ${BENCH_LAYOUTS:-} >"$log" 2>&1
+  timeout "${DEVICE_BENCH_TIMEOUT:-300}" "$BUILD/bench/pack/pack_bench" "$OUT/pack.csv" ${BENCH_LAYOUTS:-} >"$log" 2>&1
   local rc=$?
   [ $rc -eq 0 ] && record bench_pack ok "pack.csv ($(($(wc -l <"$OUT/pack.csv") - 1)) rows)" || record bench_pack FAIL "rc=$rc"
   grep -E "first use|bound|VERIFY" "$log" | sed 's/^ */  /' | tee -a "$SUMMARY"
