@@ -55,9 +55,21 @@ static inline int64_t mt_gdte_traffic(void)
     return mt_counter("sends") + mt_counter("recvs") + mt_counter("packs") + mt_counter("unpacks");
 }
 
+static inline void mt_init_common(void);
 static inline void mt_init(int *argc, char ***argv)
 {
     MPI_Init(argc, argv);
+    mt_init_common();
+}
+static inline int mt_init_thread(int *argc, char ***argv, int required)
+{
+    int provided = -1;
+    MPI_Init_thread(argc, argv, required, &provided);
+    mt_init_common();
+    return provided;
+}
+static inline void mt_init_common(void)
+{
     MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
     mt_mode = getenv("GDTE_TEST_MODE");
