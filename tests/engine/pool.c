@@ -15,7 +15,7 @@
  *
  * Usage: engine_pool [--seed S] [--cases N] [--first K] [--case K] [--verbose]
  * Environment (overrides defaults, not arguments): GDTE_POOL_SEED, GDTE_POOL_CASES,
- * GDTE_POOL_CASE. Case K of seed S is generated from (S, K) alone, so
+ * GDTE_POOL_CASE, GDTE_POOL_DEPTH (nesting depth, default 4). Case K of seed S is generated from (S, K) alone, so
  * `engine_pool --seed S --case K --verbose` replays one failure.
  */
 #define _GNU_SOURCE
@@ -25,7 +25,7 @@
 #include "engine/engine.h"
 #include "mpi/import.h"
 
-#define MAX_DEPTH 4
+static int max_depth = 4; /* GDTE_POOL_DEPTH: deeper for exploration */
 #define PAD 64
 #define MAX_CASE_BYTES (8 << 20)
 
@@ -693,7 +693,7 @@ static const char *kind_names[] = {"contiguous", "vector", "hvector", "indexed",
 static node_t *gen(tu_rng_t *r, int depth, int64_t budget)
 {
     for (int attempt = 0; attempt < 6; attempt++) {
-        if (depth >= MAX_DEPTH || budget < 64 || tu_chance(r, depth + 1, 7)) return leaf_node((int)tu_range(r, 0, nleaves - 1));
+        if (depth >= max_depth || budget < 64 || tu_chance(r, depth + 1, max_depth + 3)) return leaf_node((int)tu_range(r, 0, nleaves - 1));
         int k = (int)tu_range(r, 0, K_COUNT_ - 1);
         node_t *t = NULL;
         switch (k) {
@@ -970,6 +970,7 @@ int main(int argc, char **argv)
         return 1;
     }
     g_seed = env_u64("GDTE_POOL_SEED", g_seed);
+    max_depth = (int)env_u64("GDTE_POOL_DEPTH", (uint64_t)max_depth);
     int64_t ncases = (int64_t)env_u64("GDTE_POOL_CASES", 1000), first = 0;
     int64_t one = getenv("GDTE_POOL_CASE") ? (int64_t)env_u64("GDTE_POOL_CASE", 0) : -1;
     for (int i = 1; i < argc; i++) {
