@@ -274,6 +274,66 @@ int gdte_ipo_recv_init(void *buf, int count, MPI_Datatype dt, int source, int ta
     return recv_request(1, buf, count, dt, source, tag, comm, req);
 }
 
+/* A matched message (MPI_Mprobe) is received like any other: MPI_PACKED into staging. The
+ * message handle carries no communicator: errors go through MPI_COMM_WORLD's handler. */
+int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *status)
+{
+    gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    if (kind == GDTE_IPO_HOST) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
+    msg_t m;
+    int rc = msg_prepare("MPI_Mrecv", MPI_COMM_WORLD, dt, count, &m);
+    if (rc != MPI_SUCCESS) return rc;
+    if (m.nbytes == 0) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
+    MPI_Status st;
+    rc = IPO_NEXT(Mrecv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, msg, &st);
+    int eclass = MPI_SUCCESS, erc = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+    if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
+        gdte_ipo_cnt_g.recvs++;
+        erc = gdte_ipo_recv_finish(MPI_COMM_WORLD, "MPI_Mrecv", buf, count, dt, m.type, kind, m.stage, m.nbytes, &st);
+    }
+    gdte_stage_release(m.stage);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc != MPI_SUCCESS ? rc : erc;
+}
+
+int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req)
+{
+    gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    if (kind == GDTE_IPO_HOST) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
+    msg_t m;
+    int rc = msg_prepare("MPI_Imrecv", MPI_COMM_WORLD, dt, count, &m);
+    if (rc != MPI_SUCCESS) return rc;
+    if (m.nbytes == 0) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
+    gdte_ipo_req_t *r = gdte_ipo_req_new();
+    if (!r) {
+        gdte_stage_release(m.stage);
+        return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Imrecv", GDTE_ERR_NO_MEMORY);
+    }
+    rc = IPO_NEXT(Imrecv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, msg, req);
+    r->dt = MPI_DATATYPE_NULL;
+    r->stage = m.stage;
+    if (rc != MPI_SUCCESS) {
+        gdte_ipo_req_destroy(r);
+        return rc;
+    }
+    gdte_type_retain(m.type);
+    gdte_ipo_dt_get(dt);
+    r->handle = *req;
+    r->is_recv = 1;
+    r->active = 1;
+    r->user = buf;
+    r->count = count;
+    r->dt = dt;
+    r->type = m.type;
+    r->kind = kind;
+    r->comm = MPI_COMM_WORLD;
+    r->nbytes = m.nbytes;
+    gdte_ipo_cnt_g.recvs++;
+    gdte_ipo_req_insert(r);
+    return MPI_SUCCESS;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag, void *rbuf, int rcount,
                       MPI_Datatype rdt, int source, int rtag, MPI_Comm comm, MPI_Status *status)

@@ -6,7 +6,8 @@
  * Deliberately not intercepted, because this design needs nothing there (the request the
  * application holds is the MPI's own, and a device message is an ordinary MPI_PACKED message
  * on the application's (comm, dest, tag)):
- *  - MPI_Probe, MPI_Iprobe, MPI_Mprobe: they see gdte's messages with the sender's byte count;
+ *  - MPI_Probe, MPI_Iprobe, MPI_Mprobe, MPI_Improbe: they see gdte's messages with the
+ *    sender's byte count (the matched-message receives MPI_Mrecv/MPI_Imrecv are intercepted);
  *  - MPI_Cancel: cancels the staging receive; completion then skips the unpack;
  *  - MPI_Get_count, MPI_Get_elements(_x): statuses of device receives are restated in the
  *    user's datatype at completion (MPI_Status_set_elements_x), so the MPI answers them;
@@ -117,6 +118,18 @@ GDTE_IPO_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, 
 {
     IPO_OFF_RETURN(Sendrecv_replace, buf, count, dt, dest, stag, source, rtag, comm, status);
     return gdte_ipo_sendrecv_replace(buf, count, dt, dest, stag, source, rtag, comm, status);
+}
+
+GDTE_IPO_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Mrecv, buf, count, dt, msg, status);
+    return gdte_ipo_mrecv(buf, count, dt, msg, status);
+}
+
+GDTE_IPO_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req)
+{
+    IPO_OFF_RETURN(Imrecv, buf, count, dt, msg, req);
+    return gdte_ipo_imrecv(buf, count, dt, msg, req);
 }
 
 /* ---- persistent requests ---- */

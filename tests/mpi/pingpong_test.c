@@ -7,7 +7,7 @@
  *  - each case with device buffers on both ranks, on one, on the other, and on none (the
  *    reference), compared byte for byte, with the receive statuses (source, tag, count,
  *    elements) compared too;
- *  - Probe then Recv, short messages (Get_count / Get_elements, partial last element),
+ *  - Probe then Recv, Mprobe then Mrecv, Improbe then Imrecv, short messages (Get_count / Get_elements, partial last element),
  *    zero-size messages, MPI_PROC_NULL.
  */
 #include "mpitest.h"
@@ -109,24 +109,40 @@ static void pingpong(const pcase_t *pc, int mode, int dev, unsigned char *out, s
     mt_free(dev, b);
 }
 
+/* Probe then Recv (tag 42), Mprobe then Mrecv (43), Improbe then Imrecv (44): three
+ * messages into three parts of `out`. */
 static void probe_then_recv(int dev, const pcase_t *pc, unsigned char *out, stat_t *probe_stat, stat_t *recv_stat)
 {
-    unsigned char *buf = mt_alloc(dev, pc->bytes);
-    mt_fill(buf, pc->bytes, 99);
+    unsigned char *buf = mt_alloc(dev, 3 * pc->bytes);
+    mt_fill(buf, 3 * pc->bytes, 99);
     if (mt_rank == 0) {
-        do_send(M_SEND, buf, pc->c0, pc->t0, 1, 42);
+        for (int k = 0; k < 3; k++) do_send(M_SEND, buf + k * pc->bytes, pc->c0, pc->t0, 1, 42 + k);
     } else {
         MPI_Status st;
-        memset(buf, 0xEE, pc->bytes);
+        memset(buf, 0xEE, 3 * pc->bytes);
         MT_MPI(MPI_Probe(0, 42, MPI_COMM_WORLD, &st));
-        *probe_stat = stat_of(&st, pc->t1);
+        probe_stat[0] = stat_of(&st, pc->t1);
         int flag = 0;
-        MT_MPI(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
+        MT_MPI(MPI_Iprobe(MPI_ANY_SOURCE, 42, MPI_COMM_WORLD, &flag, &st));
         MT_CHECK(flag && st.MPI_TAG == 42, "Iprobe after Probe: flag %d tag %d", flag, st.MPI_TAG);
         MT_MPI(MPI_Recv(buf, pc->c1, pc->t1, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, &st));
-        *recv_stat = stat_of(&st, pc->t1);
+        recv_stat[0] = stat_of(&st, pc->t1);
+
+        MPI_Message msg;
+        MT_MPI(MPI_Mprobe(0, 43, MPI_COMM_WORLD, &msg, &st));
+        probe_stat[1] = stat_of(&st, pc->t1);
+        MT_MPI(MPI_Mrecv(buf + pc->bytes, pc->c1, pc->t1, &msg, &st));
+        recv_stat[1] = stat_of(&st, pc->t1);
+
+        flag = 0;
+        while (!flag) MT_MPI(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &msg, &st));
+        probe_stat[2] = stat_of(&st, pc->t1);
+        MPI_Request r;
+        MT_MPI(MPI_Imrecv(buf + 2 * pc->bytes, pc->c1, pc->t1, &msg, &r));
+        MT_MPI(MPI_Wait(&r, &st));
+        recv_stat[2] = stat_of(&st, pc->t1);
     }
-    memcpy(out, buf, pc->bytes);
+    memcpy(out, buf, 3 * pc->bytes);
     mt_free(dev, buf);
 }
 
@@ -271,15 +287,16 @@ int main(int argc, char **argv)
 
     /* Probe then Recv, device vs host. */
     for (int c = 0; c < ncases; c++) {
-        unsigned char *rd = malloc(cases[c].bytes), *rh = malloc(cases[c].bytes);
-        stat_t pd = {0}, rsd = {0}, phs = {0}, rhs = {0};
-        probe_then_recv(1, &cases[c], rd, &pd, &rsd);
-        probe_then_recv(0, &cases[c], rh, &phs, &rhs);
+        unsigned char *rd = malloc(3 * cases[c].bytes), *rh = malloc(3 * cases[c].bytes);
+        stat_t pd[3] = {{0}}, rsd[3] = {{0}}, phs[3] = {{0}}, rhs[3] = {{0}};
+        probe_then_recv(1, &cases[c], rd, pd, rsd);
+        probe_then_recv(0, &cases[c], rh, phs, rhs);
         if (mt_rank == 1) {
-            mt_same(rd, rh, cases[c].bytes, "probe then recv");
-            MT_CHECK(!memcmp(&pd, &phs, sizeof pd) && !memcmp(&rsd, &rhs, sizeof rsd),
+            mt_same(rd, rh, 3 * cases[c].bytes, "probe then recv");
+            MT_CHECK(!memcmp(pd, phs, sizeof pd) && !memcmp(rsd, rhs, sizeof rsd),
                      "%s: probe/recv statuses differ from host (probe count %d vs %d, recv count %d vs %d)", cases[c].name,
-                     pd.count, phs.count, rsd.count, rhs.count);
+                     pd[0].count, phs[0].count, rsd[0].count, rhs[0].count);
+            MT_CHECK(rsd[2].tag == 44 && pd[1].tag == 43, "matched probes: tags %d %d", pd[1].tag, rsd[2].tag);
         }
         free(rd);
         free(rh);
