@@ -45,7 +45,11 @@ int gdte_ipo_init(void)
     int rank = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     gdte_log_set_rank(rank);
-    if (st == GDTE_OK && gdte_knob(GDTE_KNOB_DISABLE)) {
+    /* GDTE_DISABLE=1 is honoured even when another knob is bad: it is the way out. */
+    const char *dis = getenv("GDTE_DISABLE");
+    int64_t disabled = 0;
+    if (dis && *dis && gdte_knob_parse(GDTE_KNOB_DISABLE, dis, &disabled) != GDTE_OK) disabled = 0;
+    if (disabled) {
         gdte_info("GDTE_DISABLE=1: every MPI call goes to the MPI untouched");
         return MPI_SUCCESS;
     }
@@ -108,8 +112,12 @@ int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st)
     int code = gdte_mpi_status_to_mpi_error(st);
     if (code == MPI_SUCCESS) code = MPI_ERR_INTERN;
     /* Printed whatever GDTE_LOG says: under MPI_ERRORS_ARE_FATAL the next line is the abort. */
-    fprintf(stderr, "[gdte] %s on a device buffer failed: %s (%s)\n", fn, gdte_status_string(st),
-            gdte_status_name(st));
+    if (!strncmp(fn, "MPI_Init", 8))
+        fprintf(stderr, "[gdte] %s: gdte could not start: %s (%s); GDTE_DISABLE=1 runs without it\n", fn,
+                gdte_status_string(st), gdte_status_name(st));
+    else
+        fprintf(stderr, "[gdte] %s on a device buffer failed: %s (%s)\n", fn, gdte_status_string(st),
+                gdte_status_name(st));
     fflush(stderr);
     if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
     PMPI_Comm_call_errhandler(comm, code);
