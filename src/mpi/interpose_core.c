@@ -101,8 +101,10 @@ gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt)
     if (fake_on && gdte_fake_contains(probe)) return GDTE_IPO_FAKE;
     if (gpu) {
         gdte_mem_info_t mi;
-        /* Managed memory is host-accessible: the MPI moves it correctly itself. */
-        if (gdte_mem_query(probe, &mi) == GDTE_OK && mi.kind == GDTE_MEM_DEVICE) return GDTE_IPO_DEVICE;
+        /* Managed memory too: the MPI could touch it from the CPU, but pages resident on the
+         * GPU would migrate one fault at a time; the kernels read it in place. */
+        if (gdte_mem_query(probe, &mi) == GDTE_OK && (mi.kind == GDTE_MEM_DEVICE || mi.kind == GDTE_MEM_MANAGED))
+            return GDTE_IPO_DEVICE;
     }
     return GDTE_IPO_HOST;
 }

@@ -10,11 +10,18 @@
  *   fake      the interposer is loaded and active: device phases must go through gdte
  *             (its counters move) and host phases must not;
  *   disabled  the interposer is loaded under GDTE_DISABLE=1: nothing goes through gdte;
+ *   cuda      on a GPU machine (CUDA build): "device" buffers are cudaMallocManaged memory,
+ *             which the interposer moves with its GPU kernels, as it does cudaMalloc memory,
+ *             and which this harness can still fill and check from the host; each rank uses
+ *             GPU (local rank mod GPUs). Without a GPU the program exits 77 (skipped);
  *   (unset)   plain MPI: no interposer expected.
+ * The CUDA runtime is found at run time (libgdte_mpi.so links it), so the programs need no
+ * CUDA to build.
  */
 #ifndef GDTE_MPITEST_H
 #define GDTE_MPITEST_H
 
+#include <dlfcn.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +53,13 @@ static const char *mt_mode;
     } while (0)
 
 static inline int mt_fake(void) { return mt_mode && !strcmp(mt_mode, "fake"); }
+static inline int mt_cuda(void) { return mt_mode && !strcmp(mt_mode, "cuda"); }
+/* Device phases must go through gdte. */
+static inline int mt_expect_gdte(void) { return mt_fake() || mt_cuda(); }
+
+static int (*mt_cuda_malloc_managed)(void **, size_t, unsigned);
+static int (*mt_cuda_free)(void *);
+static int (*mt_cuda_sync)(void);
 
 static inline int64_t mt_counter(const char *name) { return gdte_mpi_counter ? gdte_mpi_counter(name) : 0; }
 
@@ -73,16 +87,45 @@ static inline void mt_init_common(void)
     MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
     mt_mode = getenv("GDTE_TEST_MODE");
-    if (mt_mode && (!strcmp(mt_mode, "fake") || !strcmp(mt_mode, "disabled"))) {
-        MT_CHECK(gdte_fake_device_register && gdte_mpi_counter, "libgdte_mpi.so is not loaded");
-        if (gdte_mpi_counter) MT_CHECK(gdte_mpi_counter("active") == mt_fake(), "interposer active=%lld in mode %s",
+    if (mt_cuda()) {
+        int (*count)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaGetDeviceCount");
+        int (*setdev)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "cudaSetDevice");
+        mt_cuda_malloc_managed = (int (*)(void **, size_t, unsigned))dlsym(RTLD_DEFAULT, "cudaMallocManaged");
+        mt_cuda_free = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaFree");
+        mt_cuda_sync = (int (*)(void))dlsym(RTLD_DEFAULT, "cudaDeviceSynchronize");
+        int n = 0, ok = count && setdev && mt_cuda_malloc_managed && mt_cuda_free && mt_cuda_sync &&
+                        count(&n) == 0 && n > 0;
+        int all = 0;
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) {
+            if (mt_rank == 0) printf("no CUDA runtime or GPU: skipped\n");
+            MPI_Finalize();
+            exit(77);
+        }
+        MPI_Comm node;
+        int local = 0;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_free(&node);
+        setdev(local % n);
+    }
+    if (mt_mode && (mt_fake() || mt_cuda() || !strcmp(mt_mode, "disabled"))) {
+        MT_CHECK(gdte_mpi_counter && (mt_cuda() || gdte_fake_device_register), "libgdte_mpi.so is not loaded");
+        if (gdte_mpi_counter) MT_CHECK(gdte_mpi_counter("active") == mt_expect_gdte(), "interposer active=%lld in mode %s",
                                        (long long)gdte_mpi_counter("active"), mt_mode);
     }
 }
 
-/* A "device" buffer: zero-filled host memory registered as fake device memory. */
+/* A "device" buffer: zero-filled host memory registered as fake device memory, or managed
+ * memory in cuda mode. */
 static inline void *mt_dev_alloc(size_t n)
 {
+    if (mt_cuda()) {
+        void *d = NULL;
+        MT_CHECK(mt_cuda_malloc_managed(&d, n ? n : 1, 1 /* cudaMemAttachGlobal */) == 0 && d, "cudaMallocManaged %zu", n);
+        if (d) memset(d, 0, n ? n : 1);
+        return d;
+    }
     void *p = calloc(1, n ? n : 1);
     if (gdte_fake_device_register) MT_CHECK(gdte_fake_device_register(p, n ? n : 1) == 0, "register %zu", n);
     return p;
@@ -91,6 +134,11 @@ static inline void *mt_dev_alloc(size_t n)
 static inline void mt_dev_free(void *p)
 {
     if (!p) return;
+    if (mt_cuda()) {
+        mt_cuda_sync();
+        mt_cuda_free(p);
+        return;
+    }
     if (gdte_fake_device_unregister) gdte_fake_device_unregister(p);
     free(p);
 }
@@ -112,7 +160,7 @@ static inline mt_phase_t mt_phase_begin(int device) { return (mt_phase_t){mt_gdt
 static inline void mt_phase_end(mt_phase_t ph, const char *what)
 {
     int64_t moved = mt_gdte_traffic() - ph.before;
-    if (ph.device && mt_fake())
+    if (ph.device && mt_expect_gdte())
         MT_CHECK(moved > 0, "%s: device phase did not go through gdte", what);
     else
         MT_CHECK(moved == 0, "%s: %s phase went through gdte (%lld messages)", what, ph.device ? "device" : "host",
