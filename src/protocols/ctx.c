@@ -254,7 +254,11 @@ void gdte_proto_fail(struct gdte_msg_req *req, gdte_status_t st, int tell_peer)
 {
     if (req->state == GDTE_REQ_DONE) return;
     if (req->status == GDTE_OK) req->status = st;
-    if (tell_peer && req->peer_req && !req->ctx->peers[req->peer].failed) req->fin_send = 1;
+    /* A send still waiting for its CTS revokes its handshake; anything later names the
+     * peer's request. */
+    if (tell_peer && (req->peer_req || (req->is_send && req->state == GDTE_REQ_WAIT_CTS)) &&
+        !req->ctx->peers[req->peer].failed)
+        req->fin_send = 1;
     if (req->state == GDTE_REQ_POSTED) {
         complete(req);
         return;
@@ -280,7 +284,7 @@ static int drain(struct gdte_msg_req *req)
     }
     if (req->fin_send) {
         gdte_wire_fin_t fin = {.src = req->ctx->rank, .status = req->status, .req = req->peer_req,
-                               .bytes = req->info.bytes};
+                               .sreq = req->is_send ? req->id : 0, .bytes = req->info.bytes};
         gdte_proto_ctrl_send(req->ctx, req->peer, GDTE_AM_FIN, &fin, sizeof fin);
         req->fin_send = 0;
     }
@@ -532,6 +536,7 @@ gdte_status_t gdte_proto_ctx_create(const gdte_proto_ctx_params_t *prm, gdte_pro
         if (gdte_gpu_get_props(ctx->dev, &props) == GDTE_OK)
             ctx->pci = ((uint32_t)props.pci_domain << 16) | ((uint32_t)props.pci_bus << 8) | (uint32_t)props.pci_device;
         if ((st = gdte_gpu_stream_create(&ctx->stream)) != GDTE_OK) goto err_worker;
+        if ((st = gdte_gpu_stream_create(&ctx->rstream)) != GDTE_OK) goto err_worker;
         if ((st = gdte_gpu_host_alloc(&ctx->bounce, GDTE_PROTO_EAGER_MAX, 1)) != GDTE_OK) goto err_worker;
     }
     ctx->node = node_identity();
@@ -544,6 +549,7 @@ gdte_status_t gdte_proto_ctx_create(const gdte_proto_ctx_params_t *prm, gdte_pro
 
 err_worker:
     if (ctx->stream) gdte_gpu_stream_destroy(ctx->stream);
+    if (ctx->rstream) gdte_gpu_stream_destroy(ctx->rstream);
     if (ctx->bounce) gdte_gpu_host_free(ctx->bounce);
     ucp_worker_destroy(ctx->worker);
 err_ucp:
@@ -626,6 +632,7 @@ gdte_status_t gdte_proto_ctx_destroy(gdte_proto_ctx_h ctx)
     for (int i = 0; i < ctx->n_ev_cache; i++) gdte_gpu_event_destroy(ctx->ev_cache[i]);
     free(ctx->ev_cache);
     if (ctx->stream) gdte_gpu_stream_destroy(ctx->stream);
+    if (ctx->rstream) gdte_gpu_stream_destroy(ctx->rstream);
     if (ctx->bounce) gdte_gpu_host_free(ctx->bounce);
     ucp_worker_destroy(ctx->worker);
     ucp_cleanup(ctx->ucp);

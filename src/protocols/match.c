@@ -48,7 +48,7 @@ gdte_status_t gdte_proto_pack_range(struct gdte_msg_req *req, void *staging, int
                       GDTE_PACK_FIELD_STREAM,
         .offset = off,
         .max_bytes = len,
-        .stream = req->ctx->stream,
+        .stream = gdte_proto_stream(req),
         .flags = gpu ? GDTE_PACK_FLAG_ASYNC : GDTE_PACK_FLAG_HOST,
     };
     int64_t done = 0;
@@ -65,7 +65,7 @@ gdte_status_t gdte_proto_unpack_range(struct gdte_msg_req *req, const void *stag
                       GDTE_PACK_FIELD_STREAM,
         .offset = off,
         .max_bytes = len,
-        .stream = req->ctx->stream,
+        .stream = gdte_proto_stream(req),
         .flags = gpu ? GDTE_PACK_FLAG_ASYNC : GDTE_PACK_FLAG_HOST,
     };
     int64_t done = 0;
@@ -234,7 +234,7 @@ gdte_status_t gdte_proto_send_nb(gdte_proto_ctx_h ctx, const void *buf, int64_t 
             if (req->on_dev) {
                 /* A kernel cannot write pageable memory: pack through the pinned bounce. */
                 if ((st = gdte_proto_pack_range(req, ctx->bounce, 0, req->size, 1)) != GDTE_OK ||
-                    (st = gdte_gpu_stream_synchronize(ctx->stream)) != GDTE_OK)
+                    (st = gdte_gpu_stream_synchronize(gdte_proto_stream(req))) != GDTE_OK)
                     goto err;
                 memcpy(req->eager_buf, ctx->bounce, (size_t)req->size);
             } else if ((st = gdte_proto_pack_range(req, req->eager_buf, 0, req->size, 0)) != GDTE_OK) {
@@ -530,12 +530,34 @@ ucs_status_t gdte_proto_fin_handler(void *arg, const void *header, size_t header
     (void)param;
     if (header_length != sizeof(gdte_wire_fin_t)) return UCS_OK;
     const gdte_wire_fin_t *fin = header;
+    if (fin->req == 0) {
+        /* A sender gave up before our CTS reached it: drop its handshake, or end the
+         * receive it matched. */
+        gdte_unexp_t *u;
+        DL_FOREACH(ctx->unexpected, u)
+        {
+            if (u->rts.src == fin->src && u->rts.sreq == fin->sreq) {
+                DL_DELETE(ctx->unexpected, u);
+                free(u->payload);
+                free(u);
+                return UCS_OK;
+            }
+        }
+        struct gdte_msg_req *r, *tmp;
+        HASH_ITER(hh, ctx->by_id, r, tmp)
+        {
+            if (!r->is_send && r->peer == fin->src && r->peer_req == fin->sreq && r->state != GDTE_REQ_POSTED) {
+                gdte_proto_fail(r, fin->status != GDTE_OK ? (gdte_status_t)fin->status : GDTE_ERR_CANCELED, 0);
+                break;
+            }
+        }
+        return UCS_OK;
+    }
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, fin->req);
     if (!req || req->peer != fin->src) return UCS_OK;
     gdte_proto_touch(req);
     if (fin->status != GDTE_OK) {
         /* The peer gave up on this message: stop, and do not answer. */
-        if (req->state == GDTE_REQ_WAIT_CTS) req->peer_req = 0;
         gdte_proto_fail(req, (gdte_status_t)fin->status, 0);
         return UCS_OK;
     }
@@ -558,7 +580,7 @@ static gdte_status_t eager_recv_start(struct gdte_msg_req *req)
         } else {
             memcpy(req->ctx->bounce, req->eager_buf, (size_t)len);
             st = gdte_proto_unpack_range(req, req->ctx->bounce, 0, len, 1);
-            if (st == GDTE_OK) st = gdte_gpu_stream_synchronize(req->ctx->stream);
+            if (st == GDTE_OK) st = gdte_gpu_stream_synchronize(gdte_proto_stream(req));
         }
     }
     if (st != GDTE_OK) return st;

@@ -120,7 +120,7 @@ gdte_status_t gdte_proto_record(struct gdte_msg_req *req, gdte_gpu_event_t *ev)
 {
     gdte_status_t st;
     if (!*ev && (st = gdte_proto_event_get(req->ctx, ev)) != GDTE_OK) return st;
-    return gdte_gpu_event_record(*ev, req->ctx->stream);
+    return gdte_gpu_event_record(*ev, gdte_proto_stream(req));
 }
 
 /* ================================ receiver ================================================ */
@@ -263,7 +263,7 @@ static gdte_status_t start_unpack(struct gdte_msg_req *req, gdte_slot_t *s)
         frag_complete(req, s);
         return GDTE_OK;
     }
-    gdte_stream_t stream = req->ctx->stream;
+    gdte_stream_t stream = gdte_proto_stream(req);
     if (req->contig) {
         /* ucx_cuda && contig is direct and never gets here. */
         st = gdte_gpu_memcpy_async((char *)req->buf + req->L.disp + s->off, s->host->ptr, (size_t)s->len, stream);
@@ -429,7 +429,7 @@ static gdte_status_t start_pack(struct gdte_msg_req *req, gdte_slot_t *s)
         s->state = GDTE_SLOT_READY;
         return GDTE_OK;
     }
-    gdte_stream_t stream = req->ctx->stream;
+    gdte_stream_t stream = gdte_proto_stream(req);
     if (req->contig) {
         st = gdte_gpu_memcpy_async(s->host->ptr, (char *)req->buf + req->L.disp + s->off, (size_t)s->len, stream);
     } else if (ucx_dev_staging(req)) {

@@ -20,6 +20,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "kernels/memquery.h"
 #include "proto_int.h"
 
 #define RDMA_FRAG_MIN (256 << 10)
@@ -27,6 +28,16 @@
 static int local_copy(void) { return gdte_knob(GDTE_KNOB_RDMA_LOCAL_COPY) != 0; }
 
 /* ---- IPC mappings of a peer's memory --------------------------------------------------------- */
+/* The memory-kind cache remembers the mapping as device memory: forget it, or a later
+ * allocation at the same addresses could be taken for it. */
+static void ipc_close(void *base)
+{
+    void *b;
+    size_t n;
+    if (gdte_gpu_mem_range(base, &b, &n) == GDTE_OK) gdte_memquery_forget(b, n);
+    gdte_gpu_ipc_close(base);
+}
+
 static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_gpu_ipc_handle_t *h,
                                      gdte_ipc_map_t **map_p)
 {
@@ -43,7 +54,7 @@ static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, cons
     }
     if (!victim) return GDTE_INPROGRESS; /* every mapping is in use: wait for one */
     if (victim->base) {
-        gdte_gpu_ipc_close(victim->base);
+        ipc_close(victim->base);
         victim->base = NULL;
     }
     void *base;
@@ -61,7 +72,7 @@ static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, cons
 static gdte_status_t open_peer_ring(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_wire_rts_t *rts)
 {
     if (p->peer_ring_base && p->peer_ring_id == rts->ring_id) return GDTE_OK;
-    if (p->peer_ring_base) gdte_gpu_ipc_close(p->peer_ring_base);
+    if (p->peer_ring_base) ipc_close(p->peer_ring_base);
     p->peer_ring_base = NULL;
     gdte_status_t st = gdte_gpu_ipc_open(&rts->ring_h, &p->peer_ring_base);
     if (st != GDTE_OK) {
@@ -78,11 +89,11 @@ void gdte_proto_rdma_cleanup(struct gdte_comm *ctx)
 {
     for (int i = 0; i < ctx->size; i++) {
         gdte_peer_t *p = &ctx->peers[i];
-        if (p->peer_ring_base) gdte_gpu_ipc_close(p->peer_ring_base);
+        if (p->peer_ring_base) ipc_close(p->peer_ring_base);
         p->peer_ring_base = NULL;
         for (int j = 0; j < GDTE_PROTO_IPC_CACHE; j++)
             if (p->ipc_cache[j].base) {
-                gdte_gpu_ipc_close(p->ipc_cache[j].base);
+                ipc_close(p->ipc_cache[j].base);
                 p->ipc_cache[j].base = NULL;
             }
         if (p->ring) {
@@ -113,9 +124,14 @@ static gdte_ring_t *make_ring(struct gdte_comm *ctx)
     if (slots < 2) slots = 2;
     int64_t slot_bytes = gdte_knob(GDTE_KNOB_FRAG_SIZE);
     if (slot_bytes <= 0) slot_bytes = GDTE_PROTO_RING_SLOT_DEFAULT;
-    int64_t budget = ctx->pool.budget[GDTE_STG_RING];
-    while (slot_bytes > 4096 && (int64_t)slots * slot_bytes > budget) slot_bytes /= 2;
-    if ((int64_t)slots * slot_bytes > budget) return NULL;
+    /* Rings of later peers shrink to what is left of the share, down to 256 KiB slots. */
+    int64_t left = ctx->pool.budget[GDTE_STG_RING] - ctx->pool.held[GDTE_STG_RING];
+    int64_t need = (int64_t)1 << gdte_log2_ceil((int64_t)slots * slot_bytes);
+    while (slot_bytes > (256 << 10) && need > left) {
+        slot_bytes /= 2;
+        need = (int64_t)1 << gdte_log2_ceil((int64_t)slots * slot_bytes);
+    }
+    if (need > left) return NULL;
     gdte_ring_t *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     if (gdte_stg_get(&ctx->pool, GDTE_STG_DEVICE, GDTE_STG_RING, (int64_t)slots * slot_bytes, &r->buf) != GDTE_OK) {
@@ -138,11 +154,12 @@ void gdte_proto_rdma_offer(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
 {
     struct gdte_comm *ctx = req->ctx;
     gdte_peer_t *p = &ctx->peers[req->peer];
-    if (!ctx->gpu || req->size == 0) return;
+    /* A process cannot open its own IPC handles: messages to itself go by copy. */
+    if (!ctx->gpu || req->size == 0 || req->peer == ctx->rank || p->ring_failed) return;
     if (req->contig && req->mem_kind == GDTE_MEM_DEVICE &&
         export_buffer((const char *)req->buf + req->L.disp, &rts->buf_h, &rts->buf_off) == GDTE_OK)
         rts->flags |= GDTE_RTS_BUF_HANDLE;
-    if (!p->ring && !p->ring_failed) {
+    if (!p->ring) {
         p->ring = make_ring(ctx);
         if (!p->ring) {
             p->ring_failed = 1;
@@ -185,7 +202,7 @@ static int rdma_usable(struct gdte_msg_req *req)
     struct gdte_comm *ctx = req->ctx;
     const gdte_wire_rts_t *rts = &req->rts;
     gdte_peer_t *p = &ctx->peers[req->peer];
-    if (!ctx->gpu || !req->on_dev || req->len == 0 || p->ipc_failed) return 0;
+    if (!ctx->gpu || !req->on_dev || req->len == 0 || p->ipc_failed || req->peer == ctx->rank) return 0;
     if (!(rts->flags & (GDTE_RTS_RING | GDTE_RTS_BUF_HANDLE))) return 0;
     if (rts->node != ctx->node) return 0;
     return peer_gpu_reachable(ctx, p, rts->pci);
@@ -230,7 +247,7 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
         }
         req->rdma_mode = GDTE_CTS_SRC_DIRECT;
         if (req->contig)
-            st = gdte_gpu_memcpy_async((char *)req->buf + req->L.disp, req->peer_mem, (size_t)req->len, ctx->stream);
+            st = gdte_gpu_memcpy_async((char *)req->buf + req->L.disp, req->peer_mem, (size_t)req->len, gdte_proto_stream(req));
         else
             st = gdte_proto_unpack_range(req, req->peer_mem, 0, req->len, 1);
         if (st == GDTE_OK) st = gdte_proto_record(req, &req->ev);
@@ -356,7 +373,7 @@ static int recv_progress(struct gdte_msg_req *req)
             }
             const char *src = (const char *)p->peer_ring_base + (int64_t)s->ring_slot * req->rts.ring_slot_bytes;
             if (s->dev) {
-                st = gdte_gpu_memcpy_async(s->dev->ptr, src, (size_t)s->len, ctx->stream);
+                st = gdte_gpu_memcpy_async(s->dev->ptr, src, (size_t)s->len, gdte_proto_stream(req));
                 if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev2);
                 if (st == GDTE_OK) {
                     s->ev2_pending = 1;
@@ -442,7 +459,14 @@ static gdte_status_t rdma_send_start(struct gdte_msg_req *req, const gdte_wire_c
     if (req->rdma_mode == GDTE_CTS_DST_HANDLE) {
         gdte_gpu_ipc_handle_t h = cts->buf_h;
         st = ipc_open_cached(ctx, p, &h, &req->ipc_ref);
-        if (st != GDTE_OK) return st == GDTE_INPROGRESS ? GDTE_ERR_NO_DEVICE_MEMORY : st;
+        if (st != GDTE_OK) {
+            /* This message is lost (the receiver waits for our bytes in its buffer); later
+             * ones to this peer go without RDMA offers. */
+            gdte_warn("peer %d: cannot open its buffer over GPU IPC (%s); no more RDMA to it", req->peer,
+                      gdte_status_name(st));
+            p->ring_failed = 1;
+            return st == GDTE_INPROGRESS ? GDTE_ERR_NO_DEVICE_MEMORY : st;
+        }
         req->peer_mem = (char *)req->ipc_ref->base + cts->buf_off;
         st = gdte_proto_pack_range(req, req->peer_mem, 0, req->len, 1);
         if (st == GDTE_OK) st = gdte_proto_record(req, &req->ev);

@@ -108,7 +108,8 @@ typedef struct gdte_wire_ready {
 typedef struct gdte_wire_fin {
     int32_t src;
     int32_t status;
-    uint64_t req;      /* the recipient's request */
+    uint64_t req;      /* the recipient's request; 0 when the sender never learned it ... */
+    uint64_t sreq;     /* ... then the handshake to revoke is named by the sender's request */
     int64_t bytes;
 } gdte_wire_fin_t;
 
@@ -150,7 +151,7 @@ typedef struct gdte_peer {
     uint64_t tx_seq, rx_seq;
     gdte_unexp_t *early;          /* handshakes that arrived ahead of their turn */
     gdte_ring_t *ring;            /* ours, exposed to this peer */
-    int ring_failed;              /* could not make or export one: no RDMA offers */
+    int ring_failed;              /* no RDMA offers to this peer (no ring, or IPC failed) */
     uint64_t peer_ring_id;        /* the peer's ring, opened here */
     void *peer_ring_base;
     int ipc_failed;               /* opening this peer's handles failed once: use copy-in/out */
@@ -274,7 +275,8 @@ struct gdte_comm {
     struct gdte_msg_req *active;
     gdte_unexp_t *unexpected;
     gdte_stg_pool_t pool;
-    gdte_stream_t stream;  /* pack, unpack and copies of this context, in order */
+    gdte_stream_t stream;  /* GPU work of sends (packs, copies out), in order */
+    gdte_stream_t rstream; /* GPU work of receives (unpacks, copies in): overlaps with sends */
     gdte_gpu_event_t *ev_cache;
     int n_ev_cache, cap_ev_cache;
     void *bounce;          /* pinned, GDTE_PROTO_EAGER_MAX: eager bytes to and from the GPU */
@@ -322,6 +324,11 @@ void gdte_proto_fail(struct gdte_msg_req *req, gdte_status_t st, int tell_peer);
 void gdte_proto_finish(struct gdte_msg_req *req);
 gdte_status_t gdte_proto_event_get(struct gdte_comm *ctx, gdte_gpu_event_t *ev_p);
 void gdte_proto_event_put(struct gdte_comm *ctx, gdte_gpu_event_t ev);
+
+static inline gdte_stream_t gdte_proto_stream(const struct gdte_msg_req *req)
+{
+    return req->is_send ? req->ctx->stream : req->ctx->rstream;
+}
 
 /* ---- handshake and matching (match.c) --------------------------------------------------- */
 ucs_status_t gdte_proto_rts_handler(void *arg, const void *header, size_t header_length, void *data,

@@ -10,6 +10,8 @@
  *   proto_test random    [opts]  random send/receive types of one signature, in batches
  *   proto_test semantics [opts]  ordering, wildcards, probe, cancel, zero bytes, truncation,
  *                                signature mismatch, shorter messages
+ *   proto_test revoke    [opts]  a process destroys its context with a send in flight: the
+ *                                send ends canceled, the peer no longer sees the message
  *   proto_test kill-receiver|kill-sender [opts]
  *                                one rank _exit()s in the middle of a message; the other's
  *                                request must fail (never hang)
@@ -678,6 +680,48 @@ static int test_kill(int victim_is_receiver)
     return nfail;
 }
 
+/* ---- a process that leaves with a send in flight revokes its handshake ---------------------- */
+static int test_revoke(void)
+{
+    int64_t n = 100000; /* far above the eager size: the send waits for a CTS that never comes */
+    gdte_type_h t = contig_of(GDTE_BASIC_DOUBLE, n);
+    buf_t b;
+    buf_alloc(&b, 8 * n);
+    memset(b.host, 3, (size_t)b.bytes);
+    buf_push(&b);
+    gdte_msg_params_t p = proto_params();
+    gdte_msg_status_t s;
+    int flag = 0;
+    double token = 0;
+    gdte_msg_req_h tq;
+    if (rank == 1) {
+        gdte_msg_req_h q;
+        OK(gdte_msg_isend(comm, b.user, 1, t, 0, 555, &p, &q));
+        /* Waiting in gdte (not in a barrier) progresses the handshake out. */
+        OK(gdte_msg_irecv(comm, &token, 1, dbl(), 0, 556, NULL, &tq));
+        OK(gdte_msg_wait(&tq, NULL)); /* rank 0 has seen the handshake */
+        OK(gdte_comm_destroy(comm));
+        comm = NULL;
+        gdte_status_t st = gdte_msg_test(&q, &s);
+        CHECK(st == GDTE_ERR_CANCELED && q == NULL, "send at destruction: %s", gdte_status_name(st));
+        tp_barrier();
+    } else {
+        double t0 = tp_time();
+        while (!flag && tp_time() - t0 < 30) OK(gdte_msg_iprobe(comm, 1, 555, ~0ull, &flag, &s));
+        CHECK(flag, "the handshake never arrived");
+        OK(gdte_msg_isend(comm, &token, 1, dbl(), 1, 556, NULL, &tq));
+        OK(gdte_msg_wait(&tq, NULL));
+        tp_barrier(); /* rank 1 is gone */
+        t0 = tp_time();
+        while (flag && tp_time() - t0 < 5) OK(gdte_msg_iprobe(comm, 1, 555, ~0ull, &flag, &s));
+        CHECK(!flag, "a revoked message is still offered");
+    }
+    buf_free(&b);
+    gdte_type_free(&t);
+    if (rank == 0 && !nfail) printf("revoke: ok\n");
+    return 0;
+}
+
 /* ---- main ----------------------------------------------------------------------------------- */
 static gdte_protocol_t parse_protocol(const char *s)
 {
@@ -733,12 +777,13 @@ int main(int argc, char **argv)
     double t0 = tp_time();
     if (!strcmp(mode, "random")) test_random();
     else if (!strcmp(mode, "semantics")) test_semantics();
+    else if (!strcmp(mode, "revoke")) test_revoke();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         nfail++;
     }
     tp_barrier();
-    if (rank == 0) {
+    if (rank == 0 && comm) {
         gdte_proto_ctx_attr_t a = {.field_mask = GDTE_PROTO_CTX_ATTR_FIELD_STATS};
         gdte_proto_ctx_query(comm, &a);
         printf("%s (%s, %s%s): %.2f s; rank 0 completed eager %lld, copyinout %lld, rdma %lld; fragments sent %lld, "
@@ -754,7 +799,7 @@ int main(int argc, char **argv)
                   (long long)a.stats.ring_allocs, (long long)a.stats.ring_opens);
     }
     tp_barrier();
-    OK(gdte_comm_destroy(comm));
+    if (comm) OK(gdte_comm_destroy(comm));
     int all = tp_sum(nfail);
     gdte_finalize();
     if (rank == 0) printf("%s\n", all ? "FAILED" : "PASSED");

@@ -35,14 +35,14 @@ typedef struct {
 
 static tp_t tp;
 
-static double tp_time(void)
+static inline double tp_time(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void tp_abort(int code)
+static inline void tp_abort(int code)
 {
 #ifdef TP_HAVE_MPI
     if (tp.mpi && !tp.left) MPI_Abort(MPI_COMM_WORLD, code);
@@ -51,7 +51,7 @@ static void tp_abort(int code)
     _exit(code);
 }
 
-static void tp_xfer(const void *out, void *in, size_t len)
+static inline void tp_xfer(const void *out, void *in, size_t len)
 {
     const char *o = out;
     char *i = in;
@@ -75,7 +75,7 @@ static void tp_xfer(const void *out, void *in, size_t len)
 
 /* Fork mode is chosen by --fork anywhere in argv (removed from it), or by the absence of an
  * MPI launcher. */
-static void tp_init(int *argc, char ***argv)
+static inline void tp_init(int *argc, char ***argv)
 {
     int fork_mode = getenv("OMPI_COMM_WORLD_SIZE") == NULL && getenv("PMI_SIZE") == NULL;
     for (int i = 1; i < *argc; i++)
@@ -117,7 +117,7 @@ static void tp_init(int *argc, char ***argv)
     close(sv[p == 0 ? 0 : 1]);
 }
 
-static int tp_allgather(const void *mine, size_t len, void *all, void *arg)
+static inline int tp_allgather(const void *mine, size_t len, void *all, void *arg)
 {
     (void)arg;
 #ifdef TP_HAVE_MPI
@@ -128,7 +128,7 @@ static int tp_allgather(const void *mine, size_t len, void *all, void *arg)
     return 0;
 }
 
-static void tp_barrier(void)
+static inline void tp_barrier(void)
 {
 #ifdef TP_HAVE_MPI
     if (tp.mpi) {
@@ -140,7 +140,7 @@ static void tp_barrier(void)
     tp_xfer(&a, &b, 1);
 }
 
-static void tp_bcast(void *p, size_t len)
+static inline void tp_bcast(void *p, size_t len)
 {
 #ifdef TP_HAVE_MPI
     if (tp.mpi) {
@@ -154,7 +154,7 @@ static void tp_bcast(void *p, size_t len)
     free(tmp);
 }
 
-static int tp_sum(int v)
+static inline int tp_sum(int v)
 {
 #ifdef TP_HAVE_MPI
     if (tp.mpi) {
@@ -170,7 +170,7 @@ static int tp_sum(int v)
 
 /* Leave the launcher early (MPI_Finalize) so that one process may die without mpirun
  * killing the other; only gdte talks afterwards. */
-static void tp_leave(void)
+static inline void tp_leave(void)
 {
 #ifdef TP_HAVE_MPI
     if (tp.mpi && !tp.left) {
@@ -182,7 +182,7 @@ static void tp_leave(void)
 }
 
 /* Returns the exit code for main: in fork mode rank 0 also collects rank 1's. */
-static int tp_finalize(int code)
+static inline int tp_finalize(int code)
 {
 #ifdef TP_HAVE_MPI
     if (tp.mpi) {

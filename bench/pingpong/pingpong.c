@@ -1,0 +1,442 @@
+/*
+ * pingpong: two processes bounce a non-contiguous message through gdte_msg_* and report the
+ * one-way time (half the median round trip), next to a contiguous message of the same bytes
+ * through gdte (same fragment size and depth) and a raw copy of those bytes (memcpy on the
+ * host; device-to-device, or peer across two GPUs, on a GPU) measured in the same run.
+ *
+ * Layouts of an N x N double matrix, column-major (seed 001, 4.4.2):
+ *   V          a vector sub-matrix: N columns of N doubles, leading dimension 2N (both sides)
+ *   T          the lower triangle, an indexed type (both sides)
+ *   VC         vector sent, contiguous received (and back)
+ *   transpose  contiguous sent, received as N single-element-column vectors (a transpose)
+ * For each layout and size: the default (GDTE_FRAG_SIZE / GDTE_PIPELINE_DEPTH), a fragment-
+ * size sweep, a depth sweep, and unpipelined (depth 1, one fragment of the whole message).
+ *
+ * CSV: device,commit,gpus,layout,protocol,bytes,frag_size,depth,median_us,gbps,ratio_to_contig
+ *   gbps = packed bytes / one-way time (1e9 B/s); ratio_to_contig = contig time / this time;
+ *   rows with layout "contig" are the reference itself (1.0), "rawcopy" the plain copy
+ *   (its ratio against the contig message at the default settings). frag_size 0: chosen by
+ *   message size (GDTE_FRAG_SIZE=0); a frag_size equal to bytes at depth 1 is unpipelined.
+ *
+ * Usage: [mpirun -np 2] pingpong [--fork] [--mem host|device] [--gpus 1|2] [--protocol P]
+ *        [--layouts V,T,VC,transpose] [--sizes N,N,...] [--iters K] [--warmup W]
+ *        [--sweep full|default] [--csv FILE] [--device NAME]
+ */
+#include "twoproc.h"
+#include <stdint.h>
+#include "gdte.h"
+#include "gpu/gpu.h"
+#include "util/util.h"
+
+#ifndef PINGPONG_COMMIT
+#define PINGPONG_COMMIT "unknown"
+#endif
+
+static int rank, opt_device, opt_gpus = 1, opt_iters = 20, opt_warmup = 3, opt_full = 1;
+static gdte_protocol_t opt_protocol = GDTE_PROTOCOL_AUTO;
+static gdte_comm_h comm;
+static FILE *csv;
+static char device_name[256] = "host";
+static const char *commit = PINGPONG_COMMIT;
+static int gpus_used;
+
+#define OK(call)                                                                                              \
+    do {                                                                                                      \
+        gdte_status_t st_ = (call);                                                                           \
+        if (st_ != GDTE_OK) {                                                                                 \
+            fprintf(stderr, "[rank %d] %s:%d: %s -> %s\n", rank, __FILE__, __LINE__, #call, gdte_status_name(st_)); \
+            tp_abort(2);                                                                                      \
+        }                                                                                                     \
+    } while (0)
+
+static gdte_type_h dbl(void) { return gdte_type_predefined(GDTE_BASIC_DOUBLE); }
+
+typedef struct {
+    gdte_type_h type;
+    int64_t count, span, size;
+} shape_t;
+
+static void shape_make(gdte_type_h t, int64_t count, shape_t *s)
+{
+    OK(gdte_type_commit(t));
+    gdte_type_info_t ti;
+    OK(gdte_type_get_info(t, &ti));
+    s->type = t;
+    s->count = count;
+    s->span = ti.true_lb + ti.true_extent + (count - 1) * ti.extent;
+    OK(gdte_type_pack_size(count, t, &s->size));
+}
+
+static void shape_vector(int64_t n, shape_t *s)
+{
+    gdte_type_h t;
+    OK(gdte_type_create_vector(n, n, 2 * n, dbl(), &t));
+    shape_make(t, 1, s);
+}
+
+static void shape_triangle(int64_t n, shape_t *s)
+{
+    int64_t *bl = malloc((size_t)n * sizeof *bl), *disp = malloc((size_t)n * sizeof *disp);
+    for (int64_t j = 0; j < n; j++) {
+        bl[j] = n - j;
+        disp[j] = j * n + j;
+    }
+    gdte_type_h t;
+    OK(gdte_type_create_indexed(n, bl, disp, dbl(), &t));
+    free(bl);
+    free(disp);
+    shape_make(t, 1, s);
+}
+
+static void shape_contig(int64_t doubles, shape_t *s)
+{
+    gdte_type_h t;
+    OK(gdte_type_create_contiguous(doubles, dbl(), &t));
+    shape_make(t, 1, s);
+}
+
+/* Column j of the transpose: N doubles N apart; columns start one double apart. */
+static void shape_transposed(int64_t n, shape_t *s)
+{
+    gdte_type_h col, t;
+    OK(gdte_type_create_vector(n, 1, n, dbl(), &col));
+    OK(gdte_type_create_resized(col, 0, 8, &t));
+    gdte_type_free(&col);
+    shape_make(t, n, s);
+}
+
+/* ---- buffers ---------------------------------------------------------------------------- */
+static void *buf_new(int64_t bytes, unsigned seed)
+{
+    unsigned char *h = malloc((size_t)bytes);
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t i = 0; i < bytes; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        h[i] = (unsigned char)x;
+    }
+    if (!opt_device) return h;
+    void *d;
+    OK(gdte_gpu_malloc(&d, (size_t)bytes));
+    OK(gdte_gpu_memcpy(d, h, (size_t)bytes));
+    free(h);
+    return d;
+}
+static void buf_del(void *p)
+{
+    if (opt_device) gdte_gpu_free(p);
+    else free(p);
+}
+static void *to_host(const void *p, int64_t bytes)
+{
+    void *h = malloc((size_t)bytes);
+    if (opt_device) OK(gdte_gpu_memcpy(h, p, (size_t)bytes));
+    else memcpy(h, p, (size_t)bytes);
+    return h;
+}
+
+/* ---- one round trip -------------------------------------------------------------------------- */
+typedef struct {
+    int64_t frag;
+    int depth;
+} cfg_t;
+
+static gdte_msg_params_t params_of(cfg_t c)
+{
+    gdte_msg_params_t p = {.field_mask = GDTE_MSG_FIELD_PROTOCOL, .protocol = opt_protocol};
+    if (c.frag >= 0) {
+        p.field_mask |= GDTE_MSG_FIELD_FRAG_SIZE;
+        p.frag_size = c.frag;
+    }
+    if (c.depth > 0) {
+        p.field_mask |= GDTE_MSG_FIELD_DEPTH;
+        p.depth = c.depth;
+    }
+    return p;
+}
+
+/* Rank 0 sends (a, sa), then receives the reply into it; rank 1 receives into (b, sb) and sends
+ * it back from there. Returns half the median round trip, in seconds (rank 0). */
+static double pingpong(void *a, const shape_t *sa, void *b, const shape_t *sb, cfg_t c, gdte_protocol_t *used)
+{
+    gdte_msg_params_t p = params_of(c);
+    int n = opt_warmup + opt_iters;
+    double *t = malloc((size_t)n * sizeof *t);
+    gdte_msg_status_t s = {0};
+    tp_barrier();
+    for (int i = 0; i < n; i++) {
+        gdte_msg_req_h sq, rq;
+        if (rank == 0) {
+            double t0 = tp_time();
+            OK(gdte_msg_isend(comm, a, sa->count, sa->type, 1, 1, &p, &sq));
+            OK(gdte_msg_wait(&sq, &s));
+            *used = s.protocol;
+            OK(gdte_msg_irecv(comm, a, sa->count, sa->type, 1, 2, &p, &rq));
+            OK(gdte_msg_wait(&rq, NULL));
+            t[i] = (tp_time() - t0) / 2;
+        } else {
+            OK(gdte_msg_irecv(comm, b, sb->count, sb->type, 0, 1, &p, &rq));
+            OK(gdte_msg_wait(&rq, NULL));
+            OK(gdte_msg_isend(comm, b, sb->count, sb->type, 0, 2, &p, &sq));
+            OK(gdte_msg_wait(&sq, NULL));
+        }
+    }
+    double med = 0;
+    if (rank == 0) {
+        double *m = t + opt_warmup;
+        for (int i = 1; i < opt_iters; i++)
+            for (int j = i; j > 0 && m[j - 1] > m[j]; j--) {
+                double x = m[j];
+                m[j] = m[j - 1];
+                m[j - 1] = x;
+            }
+        med = opt_iters % 2 ? m[opt_iters / 2] : 0.5 * (m[opt_iters / 2 - 1] + m[opt_iters / 2]);
+    }
+    free(t);
+    return med;
+}
+
+/* Rank 1's buffer after receiving rank 0's message must be the host oracle's. */
+static int verify(void *a, const shape_t *sa, void *b, const shape_t *sb, int64_t bspan)
+{
+    int bad = 0;
+    gdte_msg_params_t p = params_of((cfg_t){-1, 0});
+    gdte_msg_req_h q;
+    if (rank == 0) {
+        OK(gdte_msg_isend(comm, a, sa->count, sa->type, 1, 3, &p, &q));
+        OK(gdte_msg_wait(&q, NULL));
+        int64_t aspan = sa->span;
+        void *ha = to_host(a, aspan);
+        tp_bcast(ha, (size_t)aspan); /* rank 1 needs rank 0's data for its oracle */
+        free(ha);
+    } else {
+        /* Poison first so bytes the message must not touch are checked too. */
+        unsigned char *poison = malloc((size_t)bspan);
+        memset(poison, 0x5a, (size_t)bspan);
+        if (opt_device) OK(gdte_gpu_memcpy(b, poison, (size_t)bspan));
+        else memcpy(b, poison, (size_t)bspan);
+        OK(gdte_msg_irecv(comm, b, sb->count, sb->type, 0, 3, &p, &q));
+        OK(gdte_msg_wait(&q, NULL));
+        unsigned char *ha = malloc((size_t)sa->span);
+        tp_bcast(ha, (size_t)sa->span);
+        unsigned char *packed = malloc((size_t)sa->size);
+        gdte_pack_params_t hp = {.field_mask = GDTE_PACK_FIELD_FLAGS, .flags = GDTE_PACK_FLAG_HOST};
+        int64_t done;
+        OK(gdte_pack(ha, sa->count, sa->type, packed, sa->size, &hp, &done));
+        OK(gdte_unpack(packed, sa->size, poison, sb->count, sb->type, &hp, &done));
+        unsigned char *got = to_host(b, bspan);
+        bad = memcmp(got, poison, (size_t)bspan) != 0;
+        free(got);
+        free(packed);
+        free(ha);
+        free(poison);
+    }
+    return tp_sum(bad);
+}
+
+static double rawcopy(int64_t bytes, const char **what)
+{
+    if (rank != 0) return 0;
+    void *src = buf_new(bytes, 1), *dst;
+    int peer_dev = opt_device && opt_gpus > 1;
+    if (peer_dev) {
+        OK(gdte_gpu_set_device(1));
+        OK(gdte_gpu_malloc(&dst, (size_t)bytes));
+        OK(gdte_gpu_set_device(0));
+        gdte_gpu_enable_peer(1);
+    } else {
+        dst = buf_new(bytes, 2);
+    }
+    *what = !opt_device ? "memcpy" : peer_dev ? "peercopy" : "d2d";
+    int n = opt_warmup + opt_iters;
+    double *t = malloc((size_t)n * sizeof *t);
+    for (int i = 0; i < n; i++) {
+        double t0 = tp_time();
+        if (!opt_device) memcpy(dst, src, (size_t)bytes);
+        else if (peer_dev) {
+            OK(gdte_gpu_memcpy_peer_async(dst, 1, src, 0, (size_t)bytes, NULL));
+            OK(gdte_gpu_stream_synchronize(NULL));
+        } else {
+            OK(gdte_gpu_memcpy(dst, src, (size_t)bytes));
+        }
+        t[i] = tp_time() - t0;
+    }
+    double *m = t + opt_warmup;
+    for (int i = 1; i < opt_iters; i++)
+        for (int j = i; j > 0 && m[j - 1] > m[j]; j--) {
+            double x = m[j];
+            m[j] = m[j - 1];
+            m[j - 1] = x;
+        }
+    double med = opt_iters % 2 ? m[opt_iters / 2] : 0.5 * (m[opt_iters / 2 - 1] + m[opt_iters / 2]);
+    free(t);
+    buf_del(src);
+    if (peer_dev) gdte_gpu_free(dst);
+    else buf_del(dst);
+    return med;
+}
+
+static void row(const char *layout, const char *proto, int64_t bytes, int64_t frag, int depth, double t, double tc)
+{
+    if (rank != 0) return;
+    double gbps = t > 0 ? (double)bytes / t / 1e9 : 0;
+    double ratio = t > 0 ? tc / t : 0;
+    fprintf(csv, "%s,%s,%d,%s,%s,%lld,%lld,%d,%.2f,%.3f,%.3f\n", device_name, commit, gpus_used, layout, proto,
+            (long long)bytes, (long long)frag, depth, t * 1e6, gbps, ratio);
+    fflush(csv);
+    printf("%-10s %-10s %11lld B  frag %9lld  depth %2d  %11.1f us  %8.3f GB/s  x%.3f\n", layout, proto,
+           (long long)bytes, (long long)frag, depth, t * 1e6, gbps, ratio);
+    fflush(stdout);
+}
+
+static void run_layout(const char *name, int64_t n)
+{
+    shape_t sa, sb, ca, cb;
+    if (!strcmp(name, "V")) {
+        shape_vector(n, &sa);
+        shape_vector(n, &sb);
+    } else if (!strcmp(name, "T")) {
+        shape_triangle(n, &sa);
+        shape_triangle(n, &sb);
+    } else if (!strcmp(name, "VC")) {
+        shape_vector(n, &sa);
+        shape_contig(n * n, &sb);
+    } else if (!strcmp(name, "transpose")) {
+        shape_contig(n * n, &sa);
+        shape_transposed(n, &sb);
+    } else {
+        if (rank == 0) fprintf(stderr, "unknown layout %s\n", name);
+        return;
+    }
+    int64_t bytes = sa.size;
+    shape_contig(bytes / 8, &ca);
+    shape_contig(bytes / 8, &cb);
+    void *a = buf_new(sa.span > 0 ? sa.span : 8, 10), *b = buf_new(sb.span > 0 ? sb.span : 8, 11);
+    void *ac = buf_new(bytes, 12), *bc = buf_new(bytes, 13);
+
+    if (verify(a, &sa, b, &sb, sb.span)) {
+        if (rank == 0) fprintf(stderr, "VERIFY FAILED: %s N=%lld\n", name, (long long)n);
+        tp_abort(1);
+    }
+    int64_t kdepth = (int64_t)4;
+    cfg_t cfgs[16];
+    int nc = 0;
+    cfgs[nc++] = (cfg_t){-1, 0}; /* the knobs' defaults */
+    if (opt_full) {
+        static const int64_t frags[] = {65536, 262144, 1 << 20, 4 << 20};
+        for (int i = 0; i < 4; i++)
+            if (frags[i] < bytes) cfgs[nc++] = (cfg_t){frags[i], (int)kdepth};
+        static const int depths[] = {1, 2, 8};
+        for (int i = 0; i < 3; i++) cfgs[nc++] = (cfg_t){-1, depths[i]};
+    }
+    cfgs[nc++] = (cfg_t){bytes, 1}; /* unpipelined: one fragment, nothing overlaps */
+    double t_default_contig = 0;
+    for (int i = 0; i < nc; i++) {
+        gdte_protocol_t used = GDTE_PROTOCOL_AUTO, usedc = GDTE_PROTOCOL_AUTO;
+        double t = pingpong(a, &sa, b, &sb, cfgs[i], &used);
+        double tc = pingpong(ac, &ca, bc, &cb, cfgs[i], &usedc);
+        if (i == 0) t_default_contig = tc;
+        /* Defaults are reported as the knobs give them (frag 0: chosen by message size). */
+        int64_t frag = cfgs[i].frag < 0 ? gdte_knob(GDTE_KNOB_FRAG_SIZE) : cfgs[i].frag;
+        int depth = cfgs[i].depth > 0 ? cfgs[i].depth : (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
+        row(name, gdte_protocol_name(used), bytes, frag, depth, t, tc);
+        row("contig", gdte_protocol_name(usedc), bytes, frag, depth, tc, tc);
+    }
+    const char *what = "memcpy";
+    double tr = rawcopy(bytes, &what);
+    row("rawcopy", what, bytes, 0, 0, tr, t_default_contig);
+    buf_del(a);
+    buf_del(b);
+    buf_del(ac);
+    buf_del(bc);
+    gdte_type_free(&sa.type);
+    gdte_type_free(&sb.type);
+    gdte_type_free(&ca.type);
+    gdte_type_free(&cb.type);
+}
+
+int main(int argc, char **argv)
+{
+    tp_init(&argc, &argv);
+    rank = tp.rank;
+    const char *layouts = "V,T,VC,transpose", *sizes = NULL, *csv_path = NULL, *dev_override = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mem")) opt_device = !strcmp(argv[i + 1], "device");
+        else if (!strcmp(argv[i], "--gpus")) opt_gpus = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--protocol"))
+            opt_protocol = !strcmp(argv[i + 1], "rdma")        ? GDTE_PROTOCOL_RDMA
+                           : !strcmp(argv[i + 1], "copyinout") ? GDTE_PROTOCOL_COPYINOUT
+                                                               : GDTE_PROTOCOL_AUTO;
+        else if (!strcmp(argv[i], "--layouts")) layouts = argv[i + 1];
+        else if (!strcmp(argv[i], "--sizes")) sizes = argv[i + 1];
+        else if (!strcmp(argv[i], "--iters")) opt_iters = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) opt_warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--sweep")) opt_full = strcmp(argv[i + 1], "default") != 0;
+        else if (!strcmp(argv[i], "--csv")) csv_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--device")) dev_override = argv[i + 1];
+        else {
+            if (rank == 0) fprintf(stderr, "unknown option %s\n", argv[i]);
+            return tp_finalize(2);
+        }
+    }
+    if (opt_iters < 1) opt_iters = 1;
+    if (getenv("GDTE_COMMIT")) commit = getenv("GDTE_COMMIT");
+    gdte_init_params_t ip = {.field_mask = 0};
+    if (opt_device) {
+        ip.field_mask = GDTE_INIT_FIELD_DEVICE;
+        ip.device = opt_gpus > 1 ? rank : 0;
+    } else {
+        ip.field_mask = GDTE_INIT_FIELD_FLAGS;
+        ip.flags = GDTE_INIT_FLAG_HOST_ONLY;
+    }
+    OK(gdte_init(&ip));
+    if (opt_device && (!gdte_gpu_available() || (opt_gpus > 1 && gdte_gpu_device_count() < 2))) {
+        if (rank == 0) fprintf(stderr, "device mode needs %d GPU(s)\n", opt_gpus);
+        gdte_finalize();
+        return tp_finalize(77);
+    }
+    if (opt_device) {
+        gdte_gpu_props_t pr;
+        if (gdte_gpu_get_props(gdte_gpu_current_device(), &pr) == GDTE_OK) {
+            snprintf(device_name, sizeof device_name, "%s", pr.name);
+            for (char *c = device_name; *c; c++)
+                if (*c == ' ' || *c == ',') *c = '-';
+        }
+        gpus_used = opt_gpus > 1 ? 2 : 1;
+    }
+    if (dev_override) snprintf(device_name, sizeof device_name, "%s", dev_override);
+    gdte_comm_params_t cp = {.field_mask = GDTE_COMM_FIELD_RANK | GDTE_COMM_FIELD_SIZE | GDTE_COMM_FIELD_ALLGATHER,
+                             .rank = rank,
+                             .size = tp.size,
+                             .allgather = tp_allgather};
+    OK(gdte_comm_create(&cp, &comm));
+    if (rank == 0) {
+        char path[320];
+        if (!csv_path) {
+            snprintf(path, sizeof path, "pingpong-%s.csv", device_name);
+            csv_path = path;
+        }
+        csv = fopen(csv_path, "w");
+        if (!csv) {
+            perror(csv_path);
+            tp_abort(2);
+        }
+        fprintf(csv, "device,commit,gpus,layout,protocol,bytes,frag_size,depth,median_us,gbps,ratio_to_contig\n");
+        printf("pingpong: %s, %d GPU(s), protocol %s, %d iterations (+%d warm-up), CSV %s\n", device_name, gpus_used,
+               gdte_protocol_name(opt_protocol), opt_iters, opt_warmup, csv_path);
+    }
+    if (!sizes) sizes = opt_device ? "1024,2048,4096,8192" : "256,1024,2048";
+    char *lcopy = strdup(layouts), *save1 = NULL;
+    for (char *l = strtok_r(lcopy, ",", &save1); l; l = strtok_r(NULL, ",", &save1)) {
+        char *scopy = strdup(sizes), *save2 = NULL;
+        for (char *s = strtok_r(scopy, ",", &save2); s; s = strtok_r(NULL, ",", &save2)) run_layout(l, atoll(s));
+        free(scopy);
+    }
+    free(lcopy);
+    tp_barrier();
+    if (rank == 0) fclose(csv);
+    OK(gdte_comm_destroy(comm));
+    gdte_finalize();
+    return tp_finalize(0);
+}
