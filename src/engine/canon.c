@@ -45,6 +45,13 @@ static gdte_status_t ir_reserve_dims(gdte_ir_t *ir, int64_t more)
     return GDTE_OK;
 }
 
+/* The dimensions of a segment. The pool stays NULL while every segment is 0-D, and
+ * NULL + offset is undefined even when nothing is read. */
+static const gdte_dim_t *seg_dims(const gdte_ir_t *ir, const gdte_seg_t *s)
+{
+    return s->nd ? ir->dims + s->dimoff : NULL;
+}
+
 /* Drop count-1 dimensions and merge dimensions that tile each other. Returns 0 if a
  * dimension has count 0 (the grid is empty). */
 int gdte_dims_normalize(gdte_dim_t *d, int32_t *nd_p)
@@ -107,7 +114,7 @@ static gdte_status_t ir_push_seg(gdte_ir_t *ir, int64_t disp, int64_t blocklen, 
     s->blocklen = blocklen;
     s->nd = n;
     s->dimoff = ir->ndims;
-    memcpy(ir->dims + ir->ndims, tmp, (size_t)n * sizeof *tmp);
+    if (n) memcpy(ir->dims + ir->ndims, tmp, (size_t)n * sizeof *tmp); /* dims may still be NULL */
     ir->ndims += n;
     return GDTE_OK;
 }
@@ -138,7 +145,7 @@ static gdte_status_t ir_append_unrolled(gdte_ir_t *dst, const gdte_ir_t *src, gd
     if (src->nsegs == 1) {
         const gdte_seg_t *s = &src->segs[0];
         gdte_dim_t dims[2 * GDTE_MAX_DIMS + 1];
-        if (s->nd) memcpy(dims, src->dims + s->dimoff, (size_t)s->nd * sizeof *dims);
+        if (s->nd) memcpy(dims, seg_dims(src, s), (size_t)s->nd * sizeof *dims);
         memcpy(dims + s->nd, grid, (size_t)ng * sizeof *dims);
         int nd = s->nd + ng;
         int64_t bl = s->blocklen;
@@ -171,7 +178,7 @@ static gdte_status_t ir_append_unrolled(gdte_ir_t *dst, const gdte_ir_t *src, gd
         for (int k = 0; k < ng; k++) off += idx[k] * grid[k].stride;
         for (int64_t i = 0; i < src->nsegs; i++) {
             const gdte_seg_t *s = &src->segs[i];
-            if ((st = ir_push_seg(dst, s->disp + off, s->blocklen, src->dims + s->dimoff, s->nd)) != GDTE_OK)
+            if ((st = ir_push_seg(dst, s->disp + off, s->blocklen, seg_dims(src, s), s->nd)) != GDTE_OK)
                 return st;
         }
         int k = 0;
@@ -204,7 +211,7 @@ static gdte_status_t ir_repeat(gdte_ir_t *ir, int64_t count, int64_t stride)
 static int seg_same_shape(const gdte_ir_t *ir, const gdte_seg_t *a, const gdte_seg_t *b)
 {
     if (a->blocklen != b->blocklen || a->nd != b->nd) return 0;
-    return !memcmp(ir->dims + a->dimoff, ir->dims + b->dimoff, (size_t)a->nd * sizeof(gdte_dim_t));
+    return !a->nd || !memcmp(seg_dims(ir, a), seg_dims(ir, b), (size_t)a->nd * sizeof(gdte_dim_t));
 }
 
 /* One pass of the segment-list rules; returns 1 if anything changed. */
@@ -230,7 +237,7 @@ static gdte_status_t ir_simplify_pass(gdte_ir_t *ir, int *changed)
             /* Two contiguous blocks are better merged by the rule below. */
             if (!(run == 2 && a->nd == 0 && delta == a->blocklen)) {
                 gdte_dim_t dims[GDTE_MAX_DIMS];
-                memcpy(dims, ir->dims + a->dimoff, (size_t)a->nd * sizeof *dims);
+                if (a->nd) memcpy(dims, seg_dims(ir, a), (size_t)a->nd * sizeof *dims);
                 dims[a->nd] = (gdte_dim_t){run, delta};
                 if ((st = ir_push_seg(&out, a->disp, a->blocklen, dims, a->nd + 1)) != GDTE_OK) goto fail;
                 *changed = 1;
@@ -253,7 +260,7 @@ static gdte_status_t ir_simplify_pass(gdte_ir_t *ir, int *changed)
         }
         /* ir_push_seg normalizes the grid */
         int64_t before = out.nsegs;
-        if ((st = ir_push_seg(&out, a->disp, a->blocklen, ir->dims + a->dimoff, a->nd)) != GDTE_OK) goto fail;
+        if ((st = ir_push_seg(&out, a->disp, a->blocklen, seg_dims(ir, a), a->nd)) != GDTE_OK) goto fail;
         if (out.nsegs != before + 1 || out.segs[before].nd != a->nd || out.segs[before].blocklen != a->blocklen)
             *changed = 1;
         i++;

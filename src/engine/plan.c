@@ -58,7 +58,7 @@ gdte_status_t gdte_plan_build(const gdte_ir_t *ir, int64_t unit_size, gdte_plan_
     int32_t align = 16, maxlen = 0;
     for (int64_t i = 0; i < ir->nsegs; i++) {
         const gdte_seg_t *s = &ir->segs[i];
-        const gdte_dim_t *d = ir->dims + s->dimoff;
+        const gdte_dim_t *d = s->nd ? ir->dims + s->dimoff : NULL; /* no pool while every segment is 0-D */
         int64_t idx[GDTE_MAX_DIMS] = {0}, off = s->disp;
         for (;;) {
             for (int64_t done = 0; done < s->blocklen; done += unit_size) {
