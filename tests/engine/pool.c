@@ -198,8 +198,11 @@ static int mpi_self_consistent(const node_t *n)
     if (n->size == 0 || node_span(n) > MAX_CASE_BYTES) return 1; /* too big: gen() drops it */
     MPI_Datatype m = n->m;
     if (!n->m_named && MPI_Type_commit(&m) != MPI_SUCCESS) fail(n, "MPI_Type_commit");
-    int64_t E = n->ub - n->lb, lo = (E < 0 ? E : 0) + n->tlb, hi = (E > 0 ? E : 0) + n->tub;
-    int64_t blen = hi - lo, sz = n->size;
+    int64_t E = n->ub - n->lb, sz = n->size;
+    /* room around the two elements: a wrong MPI_Pack reads up to 2 x size bytes from the
+     * first one */
+    int64_t lo = (E < 0 ? E : 0) + n->tlb - 2 * sz - 64, hi = (E > 0 ? E : 0) + n->tub + 2 * sz + 64;
+    int64_t blen = hi - lo;
     char *buf = malloc((size_t)blen), *two = malloc((size_t)(2 * sz)), *one = malloc((size_t)(2 * sz));
     for (int64_t i = 0; i < blen; i++) buf[i] = (char)(i * 131 + (i >> 8));
     char *base = buf - lo;
