@@ -214,12 +214,23 @@ static int seg_same_shape(const gdte_ir_t *ir, const gdte_seg_t *a, const gdte_s
     return !a->nd || !memcmp(seg_dims(ir, a), seg_dims(ir, b), (size_t)a->nd * sizeof(gdte_dim_t));
 }
 
-/* One pass of the segment-list rules; returns 1 if anything changed. */
+/* Append a 0-D segment; the caller has reserved room. */
+static inline void ir_push_flat(gdte_ir_t *ir, int64_t disp, int64_t len)
+{
+    ir->segs[ir->nsegs++] = (gdte_seg_t){.disp = disp, .blocklen = len, .dimoff = ir->ndims, .nd = 0};
+}
+
+/* One pass of the segment-list rules; returns 1 if anything changed. Segments are rewritten
+ * in place: no rule makes more segments than it reads (a normalized grid never needs
+ * unrolling), so the write index never passes the read index, and a pass over a million
+ * segments allocates nothing but the (small) new dimension pool. */
 static gdte_status_t ir_simplify_pass(gdte_ir_t *ir, int *changed)
 {
     gdte_status_t st;
     gdte_ir_t out;
     ir_init(&out);
+    out.segs = ir->segs;
+    out.segcap = ir->segcap;
     out.nouter = ir->nouter;
     memcpy(out.outer, ir->outer, sizeof ir->outer);
     int64_t i = 0;
@@ -254,14 +265,15 @@ static gdte_status_t ir_simplify_pass(gdte_ir_t *ir, int *changed)
                 j++;
             }
             if (j > i + 1) *changed = 1;
-            if ((st = ir_push_seg(&out, disp, len, NULL, 0)) != GDTE_OK) goto fail;
+            ir_push_flat(&out, disp, len);
             i = j;
             continue;
         }
-        /* ir_push_seg normalizes the grid */
-        int64_t before = out.nsegs;
+        /* ir_push_seg normalizes the grid (and may overwrite *a: keep what is compared) */
+        int64_t before = out.nsegs, a_len = a->blocklen;
+        int32_t a_nd = a->nd;
         if ((st = ir_push_seg(&out, a->disp, a->blocklen, seg_dims(ir, a), a->nd)) != GDTE_OK) goto fail;
-        if (out.nsegs != before + 1 || out.segs[before].nd != a->nd || out.segs[before].blocklen != a->blocklen)
+        if (out.nsegs != before + 1 || out.segs[before].nd != a_nd || out.segs[before].blocklen != a_len)
             *changed = 1;
         i++;
     }
@@ -272,6 +284,9 @@ static gdte_status_t ir_simplify_pass(gdte_ir_t *ir, int *changed)
         if (n != out.nouter) *changed = 1;
         out.nouter = out.nsegs ? n : 0;
     }
+    /* The segments now live in `out`; the old dimension pool is no longer referenced. */
+    free(ir->dims);
+    ir_init(ir);
     /* Rule: a single segment takes the outer dimensions into its grid. */
     if (out.nsegs == 1 && out.nouter > 0) {
         gdte_ir_t one;
@@ -286,29 +301,55 @@ static gdte_status_t ir_simplify_pass(gdte_ir_t *ir, int *changed)
         memcpy(inner.outer, grid, (size_t)(ng - 1) * sizeof *grid);
         if ((st = ir_append_unrolled(&one, &inner, grid[ng - 1], 0)) != GDTE_OK) {
             gdte_ir_free(&one);
-            goto fail;
+            *ir = out; /* a valid IR for the caller to free */
+            return st;
         }
         gdte_ir_free(&out);
         out = one;
         *changed = 1;
     }
-    gdte_ir_free(ir);
     *ir = out;
     return GDTE_OK;
 fail:
-    gdte_ir_free(&out);
+    /* ir keeps its (partly rewritten) segments; the caller frees it */
+    free(out.dims);
     return st;
 }
 
 static gdte_status_t ir_simplify(gdte_ir_t *ir)
 {
+    gdte_status_t st = GDTE_OK;
     for (int iter = 0; iter < 64; iter++) {
         int changed = 0;
-        gdte_status_t st = ir_simplify_pass(ir, &changed);
-        if (st != GDTE_OK) return st;
-        if (!changed) break;
+        if ((st = ir_simplify_pass(ir, &changed)) != GDTE_OK || !changed) break;
     }
     if (ir->nsegs == 0) ir->nouter = 0;
+    return st;
+}
+
+/* Blocks of an (h)indexed type over a child that is one contiguous piece (a basic element,
+ * a dense contiguous type...): the common case of large indexed types, so it is built in one
+ * pass with room reserved once, and blocks adjacent in memory are merged as they come (the
+ * merge rule of ir_simplify_pass, applied early). */
+static gdte_status_t ir_of_flat_blocks(const struct gdte_type *t, const gdte_ir_t *c, gdte_ir_t *ir)
+{
+    gdte_status_t st = ir_reserve_segs(ir, t->count);
+    if (st != GDTE_OK) return st;
+    const int64_t cb = c->segs[0].blocklen, cd = c->segs[0].disp, E = gdte_type_extent_(t->child);
+    for (int64_t i = 0; i < t->count; i++) {
+        int64_t bl = t->blocklens[i], disp = t->displs[i] + cd;
+        if (bl == 0) continue;
+        if (bl > 1 && E != cb) { /* copies with gaps between them: a 1-D grid */
+            if ((st = ir_push_seg(ir, disp, cb, &(gdte_dim_t){bl, E}, 1)) != GDTE_OK) return st;
+            continue;
+        }
+        int64_t len = cb * bl; /* fits: the type's size did */
+        gdte_seg_t *last = ir->nsegs ? &ir->segs[ir->nsegs - 1] : NULL;
+        if (last && last->nd == 0 && last->disp + last->blocklen == disp)
+            last->blocklen += len;
+        else
+            ir_push_flat(ir, disp, len);
+    }
     return GDTE_OK;
 }
 
@@ -333,6 +374,11 @@ static gdte_status_t ir_of(const struct gdte_type *t, gdte_ir_t *ir)
     case GDTE_NODE_STRUCT: {
         gdte_ir_t c;
         if (t->kind == GDTE_NODE_HINDEXED && (st = ir_of(t->child, &c)) != GDTE_OK) return st;
+        if (t->kind == GDTE_NODE_HINDEXED && c.nsegs == 1 && c.nouter == 0 && c.segs[0].nd == 0) {
+            st = ir_of_flat_blocks(t, &c, ir);
+            gdte_ir_free(&c);
+            return st != GDTE_OK ? st : ir_simplify(ir);
+        }
         for (int64_t i = 0; i < t->count && st == GDTE_OK; i++) {
             const struct gdte_type *ch = t->kind == GDTE_NODE_STRUCT ? t->children[i] : t->child;
             if (t->kind == GDTE_NODE_STRUCT && (st = ir_of(ch, &c)) != GDTE_OK) break;

@@ -17,6 +17,13 @@ gdte_status_t gdte_engine_layout(gdte_type_h type, int64_t count, gdte_layout_t 
 /* Validate a handle given by a user: live, not freed by the user. */
 gdte_status_t gdte_type_check(gdte_type_h type);
 
+/* Size and bounds of a type, committed or not, without building anything (the MPI import
+ * compares them with MPI's at every level; gdte_type_get_info would canonicalize). */
+typedef struct gdte_bounds {
+    int64_t size, lb, extent, true_lb, true_extent;
+} gdte_bounds_t;
+gdte_status_t gdte_type_bounds(gdte_type_h type, gdte_bounds_t *bounds_p);
+
 /* References held by operations in flight. */
 void gdte_type_retain(gdte_type_h type);
 void gdte_type_release(gdte_type_h type);

@@ -55,6 +55,49 @@ static uint64_t sig_repeat(uint64_t h, int64_t n, int64_t k)
     return h * sum;
 }
 
+/* For blocks of one child: S(k) = 1 + x + ... + x^(k-1) and x^k, x = B^(child's element
+ * count), so block k of the child appends as h * x^k + child_hash * S(k) (the same value
+ * sig_concat(h, sig_repeat(...)) gives). Small k come from a table built as needed; an
+ * indexed type of a million short blocks then costs a multiply-add per block. */
+#define SIG_TABLE 17
+typedef struct sig_blocks {
+    uint64_t x;
+    int n; /* table entries filled */
+    uint64_t S[SIG_TABLE], P[SIG_TABLE];
+} sig_blocks_t;
+
+static void sig_blocks_init(sig_blocks_t *sb, int64_t child_n)
+{
+    sb->x = sig_pow(SIG_BASE, child_n);
+    sb->n = 1;
+    sb->S[0] = 0;
+    sb->P[0] = 1;
+}
+
+static void sig_blocks_get(sig_blocks_t *sb, int64_t k, uint64_t *S_p, uint64_t *P_p)
+{
+    if (k < SIG_TABLE) {
+        for (; sb->n <= k; sb->n++) {
+            sb->S[sb->n] = sb->S[sb->n - 1] + sb->P[sb->n - 1];
+            sb->P[sb->n] = sb->P[sb->n - 1] * sb->x;
+        }
+        *S_p = sb->S[k];
+        *P_p = sb->P[k];
+        return;
+    }
+    uint64_t S = 0, P = 1, bs = 1, bp = sb->x; /* bs = S(2^i), bp = x^(2^i) */
+    for (; k > 0; k >>= 1) {
+        if (k & 1) {
+            S = S * bp + bs;
+            P *= bp;
+        }
+        bs = bs * bp + bs;
+        bp *= bp;
+    }
+    *S_p = S;
+    *P_p = P;
+}
+
 static uint64_t sig_basic(uint32_t tag)
 {
     uint64_t z = (uint64_t)tag + 0x632be59bd9b4e019ull;
@@ -380,6 +423,8 @@ static gdte_status_t create_blocks(gdte_node_kind_t kind, int64_t count, const i
     t->size = 0;
     t->sig_n = 0;
     t->sig_hash = 0;
+    sig_blocks_t sb;
+    sig_blocks_init(&sb, kind != GDTE_NODE_STRUCT ? old->sig_n : 0);
     for (int64_t i = 0; i < count; i++) {
         const struct gdte_type *c = kind == GDTE_NODE_STRUCT ? t->children[i] : old;
         int64_t bl = bls ? bls[i] : bl_all, d, sz, sn;
@@ -389,7 +434,13 @@ static gdte_status_t create_blocks(gdte_node_kind_t kind, int64_t count, const i
         if (gdte_mul_ovf(bl, c->size, &sz) || gdte_add_ovf(t->size, sz, &t->size) ||
             gdte_mul_ovf(bl, c->sig_n, &sn))
             return finish(t, GDTE_ERR_OVERFLOW, type_p);
-        if (sn) t->sig_hash = sig_concat(t->sig_hash, sig_repeat(c->sig_hash, c->sig_n, bl), sn);
+        if (sn && kind == GDTE_NODE_STRUCT) {
+            t->sig_hash = sig_concat(t->sig_hash, sig_repeat(c->sig_hash, c->sig_n, bl), sn);
+        } else if (sn) {
+            uint64_t S, P;
+            sig_blocks_get(&sb, bl, &S, &P);
+            t->sig_hash = t->sig_hash * P + c->sig_hash * S;
+        }
         if (gdte_add_ovf(t->sig_n, sn, &t->sig_n)) return finish(t, GDTE_ERR_OVERFLOW, type_p);
         if ((st = bounds_add_block(&b, d, bl, c)) != GDTE_OK) return finish(t, st, type_p);
     }
@@ -695,6 +746,14 @@ GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h t, gdte_type_info_t *info_
         gdte_ir_free(&ir);
     }
     *info_p = in;
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_type_bounds(gdte_type_h t, gdte_bounds_t *b)
+{
+    gdte_status_t st = gdte_type_check(t);
+    if (st != GDTE_OK) return st;
+    *b = (gdte_bounds_t){t->size, t->lb, t->ub - t->lb, t->true_lb, t->true_ub - t->true_lb};
     return GDTE_OK;
 }
 

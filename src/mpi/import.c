@@ -343,8 +343,8 @@ static gdte_status_t mpi_size(MPI_Datatype dt, int64_t *size_p)
 static gdte_status_t conform(MPI_Datatype dt, gdte_type_h *t_p)
 {
     MPI_Count lb, ext, tlb, text, size;
-    gdte_type_info_t in;
-    gdte_status_t st = gdte_type_get_info(*t_p, &in);
+    gdte_bounds_t in;
+    gdte_status_t st = gdte_type_bounds(*t_p, &in);
     if (st != GDTE_OK) return st;
     if (MPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS ||
         MPI_Type_get_true_extent_x(dt, &tlb, &text) != MPI_SUCCESS || MPI_Type_size_x(dt, &size) != MPI_SUCCESS)

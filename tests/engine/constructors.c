@@ -383,6 +383,22 @@ static void test_signature(void)
     FREE(a);
     FREE(b);
     FREE(c);
+    /* indexed blocks of every length (the per-block signature path) against contiguous */
+    int64_t ibl[40], idd[40], tot = 0;
+    for (int i = 0; i < 40; i++) {
+        ibl[i] = i % 3 ? i : 0; /* 0..39, some zero, long ones past the small-block table */
+        idd[i] = 1000 * i;
+        tot += ibl[i];
+    }
+    gdte_type_h ix, cx;
+    CHECK_OK(gdte_type_create_indexed(40, ibl, idd, INT, &ix));
+    CHECK_OK(gdte_type_create_contiguous(tot, INT, &cx));
+    uint64_t hix, hcx;
+    CHECK_OK(gdte_type_signature(3, ix, &hix, NULL));
+    CHECK_OK(gdte_type_signature(3, cx, &hcx, NULL));
+    CHECK(hix == hcx);
+    FREE(ix);
+    FREE(cx);
     /* composition: k ints are k ints however they are built; order of kinds matters */
     for (int64_t k = 1; k < 300; k += 7) {
         gdte_type_h x, y, z, parts[2];
