@@ -61,7 +61,7 @@ section_sanitizers() {
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   [ -n "$cs" ] || { record sanitizers skip "compute-sanitizer not found"; return; }
   : >"$log"
-  export GDTE_TEST_ITERS=${DEVICE_SANITIZER_ITERS:-12}
+  export GDTE_TEST_ITERS=${DEVICE_SANITIZER_ITERS:-12} GDTE_TEST_UNDER_SANITIZER=1
   for tool in memcheck racecheck synccheck; do
     for t in test_gpu_kernels test_gpu_api; do
       local opts=(--tool "$tool" --error-exitcode 99)
@@ -74,7 +74,7 @@ section_sanitizers() {
       [ $rc -eq 0 ] && record "$tool:$t" ok "$errs" || record "$tool:$t" FAIL "rc=$rc $errs"
     done
   done
-  unset GDTE_TEST_ITERS
+  unset GDTE_TEST_ITERS GDTE_TEST_UNDER_SANITIZER
 }
 
 section_bench_pack() {

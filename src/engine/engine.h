@@ -35,6 +35,9 @@ void gdte_type_set_backend_slot(gdte_type_h type, void *slot, void (*free_fn)(vo
 
 /* Host plan: the units of one repetition (UNITS kind), for upload. */
 gdte_status_t gdte_engine_units(gdte_type_h type, const gdte_unit_t **units_p, int64_t *nunits_p);
+/* The same plan as runs (layout.h), uncut pieces that gdte_run_unit cuts into those units;
+ * kept only where they are much smaller than the units (else GDTE_ERR_UNSUPPORTED). */
+gdte_status_t gdte_engine_runs(gdte_type_h type, const gdte_run_t **runs_p, int64_t *nruns_p, int64_t *unit_size_p);
 
 /* Unique id of a type object (never reused within a process), for caches keyed by type. */
 uint64_t gdte_type_uid(gdte_type_h type);

@@ -15,6 +15,7 @@ void gdte_plan_free(gdte_plan_t *p)
 {
     if (!p) return;
     free(p->units);
+    free(p->runs);
     free(p);
 }
 
@@ -43,35 +44,40 @@ gdte_status_t gdte_plan_build(const gdte_ir_t *ir, int64_t unit_size, gdte_plan_
         return GDTE_OK;
     }
     /* DEV units for one repetition of the segment list. */
-    int64_t nunits = 0;
+    int64_t nunits = 0, nruns = 0;
     for (int64_t i = 0; i < ir->nsegs; i++) {
         const gdte_seg_t *s = &ir->segs[i];
         int64_t nb = 1, per = (s->blocklen + unit_size - 1) / unit_size, n;
         for (int k = 0; k < s->nd; k++)
             if (gdte_mul_ovf(nb, ir->dims[s->dimoff + k].count, &nb)) goto too_big;
         if (gdte_mul_ovf(nb, per, &n) || gdte_add_ovf(nunits, n, &nunits)) goto too_big;
+        nruns += nb;
     }
     if ((uint64_t)nunits > SIZE_MAX / sizeof(gdte_unit_t)) goto too_big;
     p->units = malloc((size_t)nunits * sizeof(gdte_unit_t));
     if (!p->units) goto too_big;
-    int64_t u = 0, packed = 0;
+    /* Runs are kept only where they are a small fraction of the units (long pieces). */
+    if (nruns * 4 <= nunits && (p->runs = malloc((size_t)nruns * sizeof(gdte_run_t)))) {
+        p->nruns = nruns;
+        p->unit_size = unit_size;
+        p->bytes += nruns * (int64_t)sizeof(gdte_run_t);
+    }
+    int64_t u = 0, packed = 0, r = 0;
     int32_t align = 16, maxlen = 0;
     for (int64_t i = 0; i < ir->nsegs; i++) {
         const gdte_seg_t *s = &ir->segs[i];
         const gdte_dim_t *d = s->nd ? ir->dims + s->dimoff : NULL; /* no pool while every segment is 0-D */
         int64_t idx[GDTE_MAX_DIMS] = {0}, off = s->disp;
         for (;;) {
-            for (int64_t done = 0; done < s->blocklen; done += unit_size) {
-                int64_t len = s->blocklen - done < unit_size ? s->blocklen - done : unit_size;
+            gdte_run_t run = {off, packed, s->blocklen, u};
+            if (p->runs) p->runs[r++] = run;
+            for (int64_t k = 0, nk = gdte_run_nunits(&run, unit_size); k < nk; k++) {
                 gdte_unit_t *un = &p->units[u++];
-                un->src = off + done;
-                un->packed = packed;
-                un->len = (int32_t)len;
-                un->align = pow2_align(un->src | un->packed);
+                *un = gdte_run_unit(&run, k, unit_size);
                 if (un->align < align) align = un->align;
                 if (un->len > maxlen) maxlen = un->len;
-                packed += len;
             }
+            packed += s->blocklen;
             int k = 0;
             while (k < s->nd) {
                 off += d[k].stride;
@@ -98,6 +104,16 @@ gdte_status_t gdte_plan_build(const gdte_ir_t *ir, int64_t unit_size, gdte_plan_
 too_big:
     gdte_plan_free(p);
     return GDTE_ERR_NO_MEMORY;
+}
+
+gdte_status_t gdte_engine_runs(gdte_type_h t, const gdte_run_t **runs_p, int64_t *nruns_p, int64_t *unit_size_p)
+{
+    if (!t->committed) return GDTE_ERR_NOT_COMMITTED;
+    if (!t->plan->runs) return GDTE_ERR_UNSUPPORTED;
+    *runs_p = t->plan->runs;
+    *nruns_p = t->plan->nruns;
+    *unit_size_p = t->plan->unit_size;
+    return GDTE_OK;
 }
 
 gdte_status_t gdte_engine_layout(gdte_type_h t, int64_t count, gdte_layout_t *L)

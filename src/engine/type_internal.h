@@ -97,6 +97,8 @@ typedef struct gdte_plan {
     int64_t count[GDTE_MAX_DIMS], stride[GDTE_MAX_DIMS];
     gdte_unit_t *units;
     int64_t nunits, rep_bytes;
+    gdte_run_t *runs; /* UNITS, when much smaller than units: the uncut pieces (layout.h) */
+    int64_t nruns, unit_size;
     int32_t max_unit_len, units_align;
     int64_t nblocks;
     int64_t bytes;

@@ -5,11 +5,16 @@
  * recently used first.
  *
  * First use. The units were generated at commit (the engine does that on the CPU), so what a
- * first pack adds is the upload. For plans of at least PIPE_MIN bytes the upload is cut into
- * chunks on a copy stream of our own; the kernel for chunk k waits only for chunk k's event,
- * so it runs while chunk k+1 is copied, and the host stages chunk k+2 meanwhile (pageable
- * copies pass through the runtime's staging buffers). Smaller plans go in one copy: a chunk's
- * kernel launch would cost more than the overlap gains.
+ * first pack adds is the upload, at PCIe speed from pageable memory: for a triangle that is
+ * 3.2 MiB of units, more than the pack itself. Two ways to pay less:
+ *  - Compact: where the engine kept runs (long pieces, so runs are a small fraction of the
+ *    units), only the runs cross and a kernel cuts them into units on the device, in the
+ *    caller's stream just before the pack (the triangle's runs are 1/12 of its units' bytes).
+ *  - Pipelined: other plans of at least PIPE_MIN bytes are copied in chunks on a copy stream
+ *    of our own; the kernel for chunk k waits only for chunk k's event, so it runs while chunk
+ *    k+1 is copied, and the host stages chunk k+2 meanwhile (pageable copies pass through the
+ *    runtime's staging buffers). Smaller plans go in one copy: a chunk's kernel launch would
+ *    cost more than the overlap gains.
  *
  * An entry that was published while its copies were still in flight carries a `ready` event;
  * other users of the entry order their stream after it until it has completed.
@@ -170,13 +175,14 @@ static dp_entry_t *lookup(gdte_type_h type, int dev, dp_slot_t **slot_p)
     return NULL;
 }
 
-static gdte_status_t entry_new(dp_slot_t *s, int dev, int64_t nunits, dp_entry_t **e_p)
+/* A plan's device memory: the units, followed by the runs when it is uploaded compact. */
+static gdte_status_t entry_new(dp_slot_t *s, int dev, int64_t nunits, int64_t nruns, dp_entry_t **e_p)
 {
     dp_entry_t *e = calloc(1, sizeof *e);
     if (!e) return GDTE_ERR_NO_MEMORY;
     e->slot = s;
     e->device = dev;
-    e->bytes = nunits * (int64_t)sizeof(gdte_unit_t);
+    e->bytes = nunits * (int64_t)sizeof(gdte_unit_t) + nruns * (int64_t)sizeof(gdte_run_t);
     gdte_status_t st = gdte_gpu_malloc((void **)&e->dunits, (size_t)e->bytes);
     if (st == GDTE_ERR_NO_DEVICE_MEMORY && lru_tail) {
         /* Make room from the cache before giving up. */
@@ -229,6 +235,15 @@ static gdte_status_t entry_wait(dp_entry_t *e, gdte_stream_t stream, int blockin
     return blocking ? gdte_gpu_event_synchronize(e->ready) : gdte_gpu_stream_wait_event(stream, e->ready);
 }
 
+/* Compact upload: the runs go over, a kernel cuts them into the units, both in `stream`. */
+static gdte_status_t upload_runs(dp_entry_t *e, int64_t nunits, const gdte_run_t *hr, int64_t nr, int64_t us,
+                                 gdte_stream_t stream)
+{
+    gdte_run_t *dr = (gdte_run_t *)(e->dunits + nunits);
+    gdte_status_t st = gdte_gpu_memcpy_async(dr, hr, (size_t)nr * sizeof *hr, stream);
+    return st != GDTE_OK ? st : gdte_gpu_expand_units(dr, nr, us, e->dunits, stream);
+}
+
 gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
 {
     if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
@@ -248,8 +263,16 @@ gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
         st = GDTE_ERR_NO_MEMORY;
     } else {
         misses++;
-        if ((st = entry_new(s, dev, n, &e)) == GDTE_OK) {
-            if ((st = gdte_gpu_memcpy(e->dunits, hu, (size_t)e->bytes)) != GDTE_OK) {
+        const gdte_run_t *hr;
+        int64_t nr = 0, us = 0;
+        if (gdte_engine_runs(type, &hr, &nr, &us) != GDTE_OK) nr = 0;
+        if ((st = entry_new(s, dev, n, nr, &e)) == GDTE_OK) {
+            if (nr)
+                st = upload_runs(e, n, hr, nr, us, NULL);
+            else
+                st = gdte_gpu_memcpy_async(e->dunits, hu, (size_t)n * sizeof *hu, NULL);
+            if (st == GDTE_OK) st = gdte_gpu_stream_synchronize(NULL);
+            if (st != GDTE_OK) {
                 gdte_gpu_free(e->dunits);
                 free(e);
                 e = NULL;
@@ -265,23 +288,28 @@ gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
 
 /* First use: upload in chunks on the copy stream and run each chunk's units as soon as they
  * have arrived. Caller holds the lock. */
-static gdte_status_t first_use(dp_slot_t *s, int dev, const gdte_unit_t *hu, gdte_layout_t *L, gdte_dir_t dir,
-                               void *user, void *packed, int64_t offset, int64_t len, gdte_stream_t stream,
-                               int max_blocks)
+static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gdte_unit_t *hu, gdte_layout_t *L,
+                               gdte_dir_t dir, void *user, void *packed, int64_t offset, int64_t len,
+                               gdte_stream_t stream, int max_blocks)
 {
     dp_entry_t *e;
-    gdte_status_t st = entry_new(s, dev, L->nunits, &e);
+    const gdte_run_t *hr;
+    int64_t nr = 0, us = 0;
+    if (gdte_engine_runs(type, &hr, &nr, &us) != GDTE_OK) nr = 0;
+    gdte_status_t st = entry_new(s, dev, L->nunits, nr, &e);
     if (st != GDTE_OK) return st;
-    dp_device_t *d = e->bytes >= PIPE_MIN ? device_state(dev) : NULL;
+    dp_device_t *d = !nr && e->bytes >= PIPE_MIN ? device_state(dev) : NULL;
     gdte_gpu_exec_opts_t o;
     memset(&o, 0, sizeof o);
     o.host_units = hu;
     o.max_blocks = max_blocks;
     L->units = e->dunits;
     if (!d) {
-        /* Small plan: one copy in the caller's stream, then the kernel. */
-        if ((st = gdte_gpu_memcpy_async(e->dunits, hu, (size_t)e->bytes, stream)) != GDTE_OK ||
-            (st = gdte_gpu_exec_ex(L, &o, dir, user, packed, offset, len, stream)) != GDTE_OK)
+        /* Compact plan (runs, cut on the device) or small plan: one upload in the caller's
+         * stream, then the kernel. */
+        st = nr ? upload_runs(e, L->nunits, hr, nr, us, stream)
+                : gdte_gpu_memcpy_async(e->dunits, hu, (size_t)L->nunits * sizeof *hu, stream);
+        if (st != GDTE_OK || (st = gdte_gpu_exec_ex(L, &o, dir, user, packed, offset, len, stream)) != GDTE_OK)
             goto fail;
         /* Other streams must not read the units before this copy is done. */
         if ((st = gdte_gpu_event_create(&e->ready, 0)) != GDTE_OK) goto fail;
@@ -289,7 +317,7 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, const gdte_unit_t *hu, gdt
         entry_publish(s, e);
         return GDTE_OK;
     }
-    int64_t per = (e->bytes / PIPE_MAX_CHUNKS + sizeof(gdte_unit_t) - 1) / sizeof(gdte_unit_t);
+    int64_t per = (L->nunits + PIPE_MAX_CHUNKS - 1) / PIPE_MAX_CHUNKS;
     if (per * (int64_t)sizeof(gdte_unit_t) < PIPE_CHUNK) per = PIPE_CHUNK / sizeof(gdte_unit_t);
     int k = 0;
     for (int64_t a = 0; a < L->nunits; a += per, k++) {
@@ -360,7 +388,7 @@ gdte_status_t gdte_devplan_exec(gdte_type_h type, gdte_layout_t *L, gdte_dir_t d
         return GDTE_ERR_NO_MEMORY;
     }
     misses++;
-    st = first_use(s, dev, hu, L, dir, user, packed, offset, len, stream, max_blocks);
+    st = first_use(s, dev, type, hu, L, dir, user, packed, offset, len, stream, max_blocks);
     pthread_mutex_unlock(&lock);
     return st;
 }

@@ -25,3 +25,9 @@ void gdte_gpu_exec_last(gdte_kvar_t *variant_p, int *word_p)
     *variant_p = GDTE_KVAR_NONE;
     *word_p = 0;
 }
+gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64_t unit_size, gdte_unit_t *units,
+                                    gdte_stream_t stream)
+{
+    (void)runs; (void)nruns; (void)unit_size; (void)units; (void)stream;
+    return GDTE_ERR_NO_DEVICE;
+}

@@ -56,4 +56,9 @@ typedef struct gdte_gpu_exec_opts {
 gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *opts, gdte_dir_t dir,
                                void *user, void *packed, int64_t offset, int64_t len, gdte_stream_t stream);
 
+/* Cut `nruns` runs (device memory) into their units (device memory) on `stream`: the same
+ * units the engine made on the host (layout.h's gdte_run_unit), without uploading them. */
+gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64_t unit_size, gdte_unit_t *units,
+                                    gdte_stream_t stream);
+
 #endif

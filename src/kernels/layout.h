@@ -36,6 +36,17 @@ typedef struct gdte_unit {
     int32_t align;
 } gdte_unit_t;
 
+/* A run: one contiguous piece of a repetition before it is cut into units, the compact form of
+ * a DEV plan. Its units are gdte_run_unit(run, k) for k < gdte_run_nunits(run), at index
+ * first_unit + k of the unit array. Plans with long pieces upload runs and let the device
+ * cut them (a run per 2 KiB-unit column of a triangle is 1/16 of the units' bytes). */
+typedef struct gdte_run {
+    int64_t src;
+    int64_t packed;
+    int64_t len;
+    int64_t first_unit;
+} gdte_run_t;
+
 /*
  * Count elements of a committed type, ready to execute. Passed by value to kernels.
  *  CONTIG:  `blocklen` bytes at disp.
@@ -93,6 +104,23 @@ GDTE_HD int64_t gdte_layout_find_unit(const gdte_unit_t *units, int64_t nunits, 
             hi = mid - 1;
     }
     return lo;
+}
+
+/* The rule that cuts pieces into units, shared by the host plan builder and the device. */
+GDTE_HD int64_t gdte_run_nunits(const gdte_run_t *r, int64_t unit_size)
+{
+    return (r->len + unit_size - 1) / unit_size;
+}
+GDTE_HD gdte_unit_t gdte_run_unit(const gdte_run_t *r, int64_t k, int64_t unit_size)
+{
+    gdte_unit_t u;
+    int64_t done = k * unit_size, rest = r->len - done;
+    u.src = r->src + done;
+    u.packed = r->packed + done;
+    u.len = (int32_t)(rest < unit_size ? rest : unit_size);
+    uint64_t v = (uint64_t)(u.src | u.packed) | 16u; /* largest power of two <= 16 dividing both */
+    u.align = (int32_t)(v & (~v + 1));
+    return u;
 }
 
 /* Number of blocks of a STRIDED layout. */

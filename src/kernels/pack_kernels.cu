@@ -82,7 +82,7 @@ struct strided_args {
     int64_t wpb;  /* words per block */
     int64_t row0, nrows;
     int64_t y0, rpt, tpr; /* tile: y0 blocks of a row x rpt rows; tiles per row group */
-    int64_t g_lo, ntiles, chunk;
+    int64_t g_lo, ntiles;
 };
 
 struct tiled_args {
@@ -145,61 +145,105 @@ __device__ __forceinline__ void block_copy(char *u, char *p, int64_t jlo, int64_
     for (; j < jhi; j += X) st<W>(dst + j * W, ld<W>(src + j * W));
 }
 
-template <int W, int DIR> __global__ void __launch_bounds__(NT) k_strided(const strided_args a)
+/* Tiles are dealt to thread blocks in runs of SUPER consecutive tiles, round robin: the grid
+ * sweeps memory together (as a copy kernel does) instead of each block owning a distant
+ * region, and inside a run the outer index is carried by addition. When a block has at most
+ * one word per thread (wpb <= 32), a thread loads the words of all SUPER tiles before it
+ * stores any, so several loads are in flight per thread even for 8-byte blocks. */
+#define SUPER 4
+
+struct row_walker {
+    int64_t r, roff; /* absolute row (linear index over dimensions 1..), its offset */
+    int64_t idx[GDTE_MAX_DIMS];
+};
+
+__device__ __forceinline__ void walker_init(row_walker &w, const gdte_layout_t &L, int64_t r)
 {
+    w.r = r;
+    w.roff = 0;
+    int64_t q = r;
+    for (int k = 1; k < L.ndims; k++) {
+        int64_t c = L.count[k], qq = q / c;
+        w.idx[k] = q - qq * c;
+        w.roff += w.idx[k] * L.stride[k];
+        q = qq;
+    }
+}
+
+/* Rows advance by rpt at a time: a division only when a dimension wraps. */
+__device__ __forceinline__ void walker_add(row_walker &w, const gdte_layout_t &L, int64_t k)
+{
+    w.r += k;
+    for (int d = 1; d < L.ndims && k; d++) {
+        int64_t v = w.idx[d] + k, c = L.count[d];
+        if (v < c) {
+            w.roff += k * L.stride[d];
+            w.idx[d] = v;
+            break;
+        }
+        int64_t q = v / c, rem = v - q * c;
+        w.roff += (rem - w.idx[d]) * L.stride[d];
+        w.idx[d] = rem;
+        k = q;
+    }
+}
+
+template <int W, int DIR> __global__ void __launch_bounds__(NT, 3) k_strided(const strided_args a)
+{
+    typedef typename word_t<W>::t T;
     edge_bytes<DIR>(a.L, a.e);
     const int X = blockDim.x, tx = threadIdx.x;
-    const int64_t r_in = threadIdx.y / a.y0, i_in = threadIdx.y - r_in * a.y0;
+    const int r_in = (int)(threadIdx.y / a.y0), i_in = (int)(threadIdx.y - r_in * a.y0);
     if (r_in >= a.rpt) return;
-    int64_t g = a.g_lo + (int64_t)blockIdx.x * a.chunk;
-    const int64_t gend = min(g + a.chunk, a.g_lo + a.ntiles);
-    if (g >= gend) return;
-
-    const int nd = a.L.ndims;
     const int64_t c0 = a.L.count[0], s0 = a.L.stride[0], bl = a.L.blocklen, wpb = a.wpb;
     const int64_t lo = a.e.lo, hi = a.e.hi, rend = a.row0 + a.nrows;
-    int64_t grp = g / a.tpr, part = g - grp * a.tpr;
-    int64_t r = a.row0 + grp * a.rpt + r_in;
-    /* Outer index of row r: decomposed once per thread, then carried by addition. */
-    int64_t idx[GDTE_MAX_DIMS], roff = 0;
-    {
-        int64_t q = r;
-        for (int k = 1; k < nd; k++) {
-            int64_t c = a.L.count[k], qq = q / c;
-            idx[k] = q - qq * c;
-            roff += idx[k] * a.L.stride[k];
-            q = qq;
-        }
-    }
-    for (; g < gend; g++) {
-        int64_t i0 = part * a.y0 + i_in;
-        if (r < rend && i0 < c0) {
-            int64_t spos = (r * c0 + i0) * bl;
-            char *u = a.user_d + roff + i0 * s0;
-            char *p = a.e.pbase + spos;
-            if (spos >= lo && spos + bl <= hi) {
-                block_copy<W, DIR>(u, p, 0, wpb, tx, X);
-            } else if (spos < hi && spos + bl > lo) {
-                int64_t jlo = spos < lo ? (lo - spos) / W : 0;
-                int64_t jhi = spos + bl > hi ? (hi - spos) / W : wpb;
-                block_copy<W, DIR>(u, p, jlo, jhi, tx, X);
-            }
-        }
-        if (++part == a.tpr) {
-            part = 0;
-            r += a.rpt;
-            int64_t k = a.rpt;
-            for (int d = 1; d < nd && k; d++) {
-                int64_t v = idx[d] + k, c = a.L.count[d];
-                if (v < c) {
-                    roff += k * a.L.stride[d];
-                    idx[d] = v;
-                    break;
+    const int64_t nsuper = (a.ntiles + SUPER - 1) / SUPER, gstop = a.g_lo + a.ntiles;
+    row_walker w;
+    for (int64_t sg = blockIdx.x; sg < nsuper; sg += gridDim.x) {
+        int64_t g = a.g_lo + sg * SUPER;
+        int64_t grp = g / a.tpr, part = g - grp * a.tpr;
+        walker_init(w, a.L, a.row0 + grp * a.rpt + r_in);
+        if (wpb <= 32) {
+            /* one word per thread per tile: all loads issued, then the stores */
+            char *dst[SUPER];
+            bool ok[SUPER];
+            T v[SUPER];
+#pragma unroll
+            for (int k = 0; k < SUPER; k++) {
+                int64_t i0 = part * a.y0 + i_in;
+                int64_t x = (w.r * c0 + i0) * bl + (int64_t)tx * W; /* stream byte of this word */
+                char *u = a.user_d + w.roff + i0 * s0 + tx * W;
+                char *p = a.e.pbase + x;
+                ok[k] = g + k < gstop && w.r < rend && i0 < c0 && x >= lo && x < hi;
+                dst[k] = DIR == GDTE_DIR_PACK ? p : u;
+                if (ok[k]) v[k] = ld<W>(DIR == GDTE_DIR_PACK ? u : p);
+                if (++part == a.tpr) {
+                    part = 0;
+                    walker_add(w, a.L, a.rpt);
                 }
-                int64_t q = v / c, rem = v - q * c;
-                roff += (rem - idx[d]) * a.L.stride[d];
-                idx[d] = rem;
-                k = q;
+            }
+#pragma unroll
+            for (int k = 0; k < SUPER; k++)
+                if (ok[k]) st<W>(dst[k], v[k]);
+        } else {
+            for (int k = 0; k < SUPER && g + k < gstop; k++) {
+                int64_t i0 = part * a.y0 + i_in;
+                if (w.r < rend && i0 < c0) {
+                    int64_t spos = (w.r * c0 + i0) * bl;
+                    char *u = a.user_d + w.roff + i0 * s0;
+                    char *p = a.e.pbase + spos;
+                    if (spos >= lo && spos + bl <= hi) {
+                        block_copy<W, DIR>(u, p, 0, wpb, tx, X);
+                    } else if (spos < hi && spos + bl > lo) {
+                        int64_t jlo = spos < lo ? (lo - spos) / W : 0;
+                        int64_t jhi = spos + bl > hi ? (hi - spos) / W : wpb;
+                        block_copy<W, DIR>(u, p, jlo, jhi, tx, X);
+                    }
+                }
+                if (++part == a.tpr) {
+                    part = 0;
+                    walker_add(w, a.L, a.rpt);
+                }
             }
         }
     }
@@ -209,7 +253,7 @@ template <int W, int DIR> __global__ void __launch_bounds__(NT) k_strided(const 
 /* TILED: tile of TILE blocks along dimension 0 (i0, the packed-fast one) x TILE blocks along
  * dimension 1 (i1, the memory-fast one), WPB words per block. Shared rows are padded by one
  * word so the column-wise phase does not hit one bank. */
-template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT) k_tiled(const tiled_args a)
+template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT, 4) k_tiled(const tiled_args a)
 {
     typedef typename word_t<W>::t T;
     __shared__ T sh[TILE][TILE * WPB + 1];
@@ -218,6 +262,11 @@ template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT) k_tiled
     const int nd = a.L.ndims;
     const int64_t c0 = a.L.count[0], c1 = a.L.count[1], s0 = a.L.stride[0], s1 = a.L.stride[1];
     const int64_t bl = a.L.blocklen, lo = a.e.lo, hi = a.e.hi;
+    /* In the memory-side order a thread keeps its (i1, word) and steps i0 by NT / (TILE*WPB);
+     * in the packed-side order it keeps (i0, word) and steps i1 alike. */
+    const int STEP = NT / (TILE * WPB), ITER = TILE / STEP;
+    const int m_e = t % (TILE * WPB), m_i1 = m_e / WPB, m_w = m_e % WPB, m_i0 = t / (TILE * WPB);
+    const int p_q = t % (TILE * WPB), p_i0 = p_q / WPB, p_w = p_q % WPB, p_i1 = t / (TILE * WPB);
     for (int64_t g = a.g_lo + blockIdx.x; g <= a.g_hi; g += gridDim.x) {
         int64_t G = g / a.nt0, t0 = g - G * a.nt0;
         int64_t o = G / a.nt1, t1 = G - o * a.nt1;
@@ -232,46 +281,59 @@ template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT) k_tiled
         }
         const int64_t a0 = t0 * TILE, a1 = t1 * TILE;
         char *ub = a.user_d + ooff + a0 * s0 + a1 * s1;
-        /* stream position of block (a0, a1) of this tile; (i0l, i1l) adds (i1l*c0 + i0l)*bl */
+        /* stream position of block (a0, a1); (i0l, i1l) adds (i1l*c0 + i0l)*bl */
         const int64_t xb = ((o * c1 + a1) * c0 + a0) * bl;
-        /* Memory-side order: i1 (and words) fastest. */
-#define TILED_MEM_LOOP(BODY)                                                                        \
-    for (int f = t; f < TILE * TILE * WPB; f += NT) {                                              \
-        int i0l = f / (TILE * WPB), e = f - i0l * (TILE * WPB);                                     \
-        int i1l = e / WPB, w = e - i1l * WPB;                                                       \
-        if (a0 + i0l < c0 && a1 + i1l < c1) {                                                       \
-            int64_t x = xb + ((int64_t)i1l * c0 + i0l) * bl + w * W;                                \
-            if (x >= lo && x < hi) {                                                                \
-                char *u = ub + i0l * s0 + i1l * s1 + w * W;                                         \
-                BODY;                                                                               \
-            }                                                                                       \
-        }                                                                                           \
-    }
-        /* Packed-side order: i0 (and words) fastest. */
-#define TILED_PACKED_LOOP(BODY)                                                                     \
-    for (int f = t; f < TILE * TILE * WPB; f += NT) {                                              \
-        int i1l = f / (TILE * WPB), q = f - i1l * (TILE * WPB);                                     \
-        int i0l = q / WPB, w = q - i0l * WPB;                                                       \
-        if (a0 + i0l < c0 && a1 + i1l < c1) {                                                       \
-            int64_t x = xb + ((int64_t)i1l * c0 + i0l) * bl + w * W;                                \
-            if (x >= lo && x < hi) {                                                                \
-                char *p = a.e.pbase + x;                                                            \
-                BODY;                                                                               \
-            }                                                                                       \
-        }                                                                                           \
-    }
-        if (DIR == GDTE_DIR_PACK) {
-            TILED_MEM_LOOP(sh[i0l][e] = ld<W>(u))
-            __syncthreads();
-            TILED_PACKED_LOOP(st<W>(p, sh[i0l][i1l * WPB + w]))
+        char *pb = a.e.pbase + xb;
+        /* A whole tile inside the grid and the range (nearly all of them) needs no checks. */
+        const bool full = a0 + TILE <= c0 && a1 + TILE <= c1 && xb >= lo &&
+                          xb + ((TILE - 1) * c0 + TILE) * bl <= hi;
+        char *um = ub + m_i1 * s1 + m_w * W + m_i0 * s0;   /* memory-side element of this thread */
+        char *pp = pb + (p_i1 * c0 + p_i0) * bl + p_w * W; /* packed-side element */
+        if (full) {
+            if (DIR == GDTE_DIR_PACK) {
+                T v[ITER];
+#pragma unroll
+                for (int k = 0; k < ITER; k++) v[k] = ld<W>(um + k * STEP * s0);
+#pragma unroll
+                for (int k = 0; k < ITER; k++) sh[m_i0 + k * STEP][m_e] = v[k];
+                __syncthreads();
+#pragma unroll
+                for (int k = 0; k < ITER; k++) st<W>(pp + k * STEP * c0 * bl, sh[p_i0][(p_i1 + k * STEP) * WPB + p_w]);
+            } else {
+                T v[ITER];
+#pragma unroll
+                for (int k = 0; k < ITER; k++) v[k] = ld<W>(pp + k * STEP * c0 * bl);
+#pragma unroll
+                for (int k = 0; k < ITER; k++) sh[p_i0][(p_i1 + k * STEP) * WPB + p_w] = v[k];
+                __syncthreads();
+#pragma unroll
+                for (int k = 0; k < ITER; k++) st<W>(um + k * STEP * s0, sh[m_i0 + k * STEP][m_e]);
+            }
         } else {
-            TILED_PACKED_LOOP(sh[i0l][i1l * WPB + w] = ld<W>(p))
-            __syncthreads();
-            TILED_MEM_LOOP(st<W>(u, sh[i0l][e]))
+            /* Edge tile: the same, element by element inside the grid and the range. */
+#define TILED_MEM(k) (a0 + m_i0 + (k) * STEP < c0 && a1 + m_i1 < c1 &&                                 \
+                      xb + ((int64_t)m_i1 * c0 + m_i0 + (k) * STEP) * bl + m_w * W >= lo &&             \
+                      xb + ((int64_t)m_i1 * c0 + m_i0 + (k) * STEP) * bl + m_w * W < hi)
+#define TILED_PK(k) (a0 + p_i0 < c0 && a1 + p_i1 + (k) * STEP < c1 &&                                  \
+                     xb + ((int64_t)(p_i1 + (k) * STEP) * c0 + p_i0) * bl + p_w * W >= lo &&             \
+                     xb + ((int64_t)(p_i1 + (k) * STEP) * c0 + p_i0) * bl + p_w * W < hi)
+            if (DIR == GDTE_DIR_PACK) {
+                for (int k = 0; k < ITER; k++)
+                    if (TILED_MEM(k)) sh[m_i0 + k * STEP][m_e] = ld<W>(um + k * STEP * s0);
+                __syncthreads();
+                for (int k = 0; k < ITER; k++)
+                    if (TILED_PK(k)) st<W>(pp + k * STEP * c0 * bl, sh[p_i0][(p_i1 + k * STEP) * WPB + p_w]);
+            } else {
+                for (int k = 0; k < ITER; k++)
+                    if (TILED_PK(k)) sh[p_i0][(p_i1 + k * STEP) * WPB + p_w] = ld<W>(pp + k * STEP * c0 * bl);
+                __syncthreads();
+                for (int k = 0; k < ITER; k++)
+                    if (TILED_MEM(k)) st<W>(um + k * STEP * s0, sh[m_i0 + k * STEP][m_e]);
+            }
+#undef TILED_MEM
+#undef TILED_PK
         }
         __syncthreads();
-#undef TILED_MEM_LOOP
-#undef TILED_PACKED_LOOP
     }
 }
 
@@ -291,19 +353,20 @@ __device__ __forceinline__ int64_t rep_offset(const dev_args &a, int64_t rep)
     return off;
 }
 
+/* Words j = lane, lane+G, ... of n; U words in flight per lane (narrow words: more of them, so
+ * a lane has as many bytes in flight as with 16-byte words). */
 template <int W>
 __device__ __forceinline__ void group_words(char *dst, const char *src, int64_t nw, int lane, int G)
 {
+    typedef typename word_t<W>::t T;
+    const int U = W >= 16 ? 4 : 8;
     int64_t j = lane;
-    for (; j + 3 * G < nw; j += 4 * G) {
-        typename word_t<W>::t v0 = ld<W>(src + j * W);
-        typename word_t<W>::t v1 = ld<W>(src + (j + G) * W);
-        typename word_t<W>::t v2 = ld<W>(src + (j + 2 * G) * W);
-        typename word_t<W>::t v3 = ld<W>(src + (j + 3 * G) * W);
-        st<W>(dst + j * W, v0);
-        st<W>(dst + (j + G) * W, v1);
-        st<W>(dst + (j + 2 * G) * W, v2);
-        st<W>(dst + (j + 3 * G) * W, v3);
+    for (; j + (U - 1) * G < nw; j += U * G) {
+        T v[U];
+#pragma unroll
+        for (int k = 0; k < U; k++) v[k] = ld<W>(src + (j + k * G) * W);
+#pragma unroll
+        for (int k = 0; k < U; k++) st<W>(dst + (j + k * G) * W, v[k]);
     }
     for (; j < nw; j += G) st<W>(dst + j * W, ld<W>(src + j * W));
 }
@@ -313,6 +376,7 @@ __device__ __forceinline__ void group_words(char *dst, const char *src, int64_t 
 __device__ __forceinline__ void group_copy(char *dst, const char *src, int64_t n, int lane, int G, int wcap)
 {
     int W = lowbit16((uint64_t)((uintptr_t)src - (uintptr_t)dst) | (uint64_t)wcap);
+    while (W > n && W > 1) W >>= 1; /* a 4-byte field moves as one word, not as 4 bytes */
     int64_t head = (int64_t)((0 - (uintptr_t)src) & (uintptr_t)(W - 1));
     if (head > n) head = n;
     for (int64_t i = lane; i < head; i += G) dst[i] = src[i];
@@ -329,11 +393,10 @@ __device__ __forceinline__ void group_copy(char *dst, const char *src, int64_t n
     for (int64_t i = head + nw * W + lane; i < n; i += G) dst[i] = src[i];
 }
 
-/* Move the part of unit u of repetition rep that lies in [lo, hi). */
+/* Move the part of a unit U of repetition rep that lies in [lo, hi). */
 template <int DIR>
-__device__ __forceinline__ void dev_unit(const dev_args &a, int64_t rep, int64_t u, int lane, int G)
+__device__ __forceinline__ void dev_move(const dev_args &a, const gdte_unit_t &U, int64_t rep, int lane, int G)
 {
-    const gdte_unit_t U = a.units[u];
     int64_t s = rep * a.rep_bytes + U.packed;
     int64_t b = s > a.lo ? s : a.lo, e = s + U.len < a.hi ? s + U.len : a.hi;
     if (b >= e) return;
@@ -345,18 +408,32 @@ __device__ __forceinline__ void dev_unit(const dev_args &a, int64_t rep, int64_t
         group_copy(usr, pk, e - b, lane, G, a.wcap);
 }
 
-template <int DIR> __global__ void __launch_bounds__(NT) k_dev_warp(const dev_args a)
+/* The next unit's descriptor is loaded before the current unit is moved, so its latency
+ * overlaps the copy instead of preceding it. */
+template <int DIR> __global__ void __launch_bounds__(NT, 4) k_dev_warp(const dev_args a)
 {
     const int lane = threadIdx.x & 31;
     const int64_t nwarps = (int64_t)gridDim.x * (NT / 32);
-    for (int64_t p = (int64_t)blockIdx.x * (NT / 32) + (threadIdx.x >> 5); p < a.npairs; p += nwarps) {
-        int64_t q = a.pstart + p, r = q / a.nu;
-        dev_unit<DIR>(a, a.rep_lo + r, a.u0 + (q - r * a.nu), lane, 32);
+    int64_t p = (int64_t)blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
+    if (p >= a.npairs) return;
+    int64_t q = a.pstart + p, r = q / a.nu;
+    gdte_unit_t U = a.units[a.u0 + (q - r * a.nu)];
+    while (p < a.npairs) {
+        int64_t rep = a.rep_lo + r;
+        p += nwarps;
+        gdte_unit_t Un = U;
+        if (p < a.npairs) {
+            q = a.pstart + p;
+            r = q / a.nu;
+            Un = a.units[a.u0 + (q - r * a.nu)];
+        }
+        dev_move<DIR>(a, U, rep, lane, 32);
+        U = Un;
     }
 }
 
 /* One thread per unit; (repetition, unit) advances by the grid size each step, by addition. */
-template <int DIR> __global__ void __launch_bounds__(NT) k_dev_thread(const dev_args a)
+template <int DIR> __global__ void __launch_bounds__(NT, 4) k_dev_thread(const dev_args a)
 {
     const int64_t T = (int64_t)gridDim.x * NT;
     int64_t p = (int64_t)blockIdx.x * NT + threadIdx.x;
@@ -364,13 +441,32 @@ template <int DIR> __global__ void __launch_bounds__(NT) k_dev_thread(const dev_
     const int64_t dq = T / a.nu, dr = T - dq * a.nu;
     int64_t q = a.pstart + p, rep = q / a.nu, u = q - rep * a.nu;
     for (; p < a.npairs; p += T) {
-        dev_unit<DIR>(a, a.rep_lo + rep, a.u0 + u, 0, 1);
+        dev_move<DIR>(a, a.units[a.u0 + u], a.rep_lo + rep, 0, 1);
         rep += dq;
         u += dr;
         if (u >= a.nu) {
             u -= a.nu;
             rep++;
         }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Units from runs (first use of a plan with long pieces): a warp per run. */
+struct expand_args {
+    const gdte_run_t *runs;
+    int64_t nruns, unit_size;
+    gdte_unit_t *units;
+};
+
+__global__ void __launch_bounds__(NT) k_expand(const expand_args a)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t nwarps = (int64_t)gridDim.x * (NT / 32);
+    for (int64_t r = (int64_t)blockIdx.x * (NT / 32) + (threadIdx.x >> 5); r < a.nruns; r += nwarps) {
+        const gdte_run_t run = a.runs[r];
+        const int64_t nk = gdte_run_nunits(&run, a.unit_size);
+        for (int64_t k = lane; k < nk; k += 32) a.units[run.first_unit + k] = gdte_run_unit(&run, k, a.unit_size);
     }
 }
 
@@ -563,9 +659,8 @@ static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *
         }
     }
     strided_fn k = dir == GDTE_DIR_PACK ? strided_kernel<GDTE_DIR_PACK>(W) : strided_kernel<GDTE_DIR_UNPACK>(W);
-    int64_t nb = imin(resident_blocks(k, max_blocks), a.ntiles > 0 ? a.ntiles : 1);
-    a.chunk = a.ntiles > 0 ? (a.ntiles + nb - 1) / nb : 0;
-    if (a.chunk > 0) nb = (a.ntiles + a.chunk - 1) / a.chunk;
+    int64_t nsuper = (a.ntiles + SUPER - 1) / SUPER;
+    int64_t nb = imin(resident_blocks(k, max_blocks), nsuper > 0 ? nsuper : 1);
     GDTE_LAUNCH(dim3((unsigned)nb), dim3((unsigned)X, (unsigned)Y), s, a, k);
     return launch_check("strided");
 }
@@ -615,7 +710,10 @@ static gdte_status_t run_tiled(const gdte_layout_t *L, gdte_dir_t dir, char *use
     case 1 * 8 + 4: k = tiled_kernel<1, 4>(dir); break;
     default: return GDTE_ERR_INTERNAL;
     }
-    int64_t nb = imin(resident_blocks(k, max_blocks), a.g_hi >= a.g_lo ? a.g_hi - a.g_lo + 1 : 1);
+    /* One tile per thread block: a tile is load, barrier, store, and many blocks in flight
+     * overlap one another's barriers, which a persistent grid of a few blocks per SM cannot. */
+    int64_t ntiles = a.g_hi >= a.g_lo ? a.g_hi - a.g_lo + 1 : 1;
+    int64_t nb = max_blocks > 0 ? imin(max_blocks, ntiles) : imin(ntiles, 1 << 30);
     GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), s, a, k);
     return launch_check("tiled");
 }
@@ -706,6 +804,18 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
     case GDTE_KVAR_DEV_THREAD: return run_dev(L, o, v, dir, u, pbase, offset, end, s, max_blocks);
     default: return GDTE_ERR_INTERNAL;
     }
+}
+
+extern "C" gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64_t unit_size,
+                                               gdte_unit_t *units, gdte_stream_t stream)
+{
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
+    if (nruns <= 0) return GDTE_OK;
+    expand_args a = {runs, nruns, unit_size, units};
+    void (*k)(const expand_args) = k_expand;
+    int64_t nb = imin(resident_blocks(k, 0), (nruns + NT / 32 - 1) / (NT / 32));
+    GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), (hipStream_t)stream, a, k);
+    return launch_check("expand");
 }
 
 extern "C" gdte_status_t gdte_gpu_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed,

@@ -258,6 +258,37 @@ out:
     return c.failed ? 1 : 0;
 }
 
+int kc_check_runs(const kc_ops_t *ops, gdte_type_h type, uint64_t seed, const char *desc, kc_stats_t *stats)
+{
+    const gdte_run_t *hr;
+    const gdte_unit_t *hu;
+    int64_t nr, us, nu;
+    if (gdte_engine_runs(type, &hr, &nr, &us) != GDTE_OK || gdte_engine_units(type, &hu, &nu) != GDTE_OK) return 0;
+    size_t ub = (size_t)nu * sizeof *hu, rb = (size_t)nr * sizeof *hr;
+    char *dr = ops->alloc(rb), *du = ops->alloc(ub);
+    unsigned char *got = malloc(ub);
+    int fail = 0;
+    memset(got, 0xa5, ub);
+    ops->to_dev(du, got, ub); /* poison */
+    ops->to_dev(dr, hr, rb);
+    gdte_status_t st = gdte_gpu_expand_units((const gdte_run_t *)dr, nr, us, (gdte_unit_t *)du, NULL);
+    if (st == GDTE_OK) st = ops->sync();
+    ops->to_host(got, du, ub);
+    if (st != GDTE_OK || memcmp(got, hu, ub)) {
+        size_t i = 0;
+        while (i < ub && got[i] == ((const unsigned char *)hu)[i]) i++;
+        fprintf(stderr, "FAIL seed=0x%llx: units cut on the device differ from the host's at unit %lld (%s)\n  type: %s\n",
+                (unsigned long long)seed, (long long)(i / sizeof *hu), gdte_status_name(st), desc);
+        fail = 1;
+        stats->failures++;
+    }
+    stats->runs_checked++;
+    ops->release(dr);
+    ops->release(du);
+    free(got);
+    return fail;
+}
+
 void kc_print_coverage(const kc_stats_t *s)
 {
     printf("kernel launches by variant and word size:\n");
@@ -267,6 +298,8 @@ void kc_print_coverage(const kc_stats_t *s)
             if (s->ran[v][w]) printf(" w%d:%lld", w, (long long)s->ran[v][w]);
         printf("\n");
     }
-    printf("cases %lld, failures %lld, bytes moved %lld, unpack skipped (overlapping types) %lld\n",
-           (long long)s->cases, (long long)s->failures, (long long)s->bytes, (long long)s->skipped_unpack);
+    printf("cases %lld, failures %lld, bytes moved %lld, unpack skipped (overlapping types) %lld, "
+           "plans cut from runs on the device %lld\n",
+           (long long)s->cases, (long long)s->failures, (long long)s->bytes, (long long)s->skipped_unpack,
+           (long long)s->runs_checked);
 }

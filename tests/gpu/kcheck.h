@@ -23,12 +23,14 @@ typedef struct kc_ops {
     /* run and wait */
     gdte_status_t (*exec)(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
                           void *packed, int64_t offset, int64_t len);
+    gdte_status_t (*sync)(void); /* wait for the device */
 } kc_ops_t;
 
 typedef struct kc_stats {
     int64_t cases, failures, bytes;
     int64_t ran[8][17]; /* [variant][word] launches seen (word 0: DEV, chosen per unit) */
     int64_t skipped_unpack; /* overlapping types: unpack order would matter, as in MPI */
+    int64_t runs_checked;   /* plans whose runs were cut on the device and compared */
 } kc_stats_t;
 
 /* Check `count` elements of `type` under every forced variant in `variants` (terminated by
@@ -36,6 +38,10 @@ typedef struct kc_stats {
  * Returns the number of failures; prints each with `seed` and `desc`. */
 int kc_check(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed, const char *desc,
              const int *variants, const int *words, kc_stats_t *stats);
+
+/* If the engine kept runs for `type`, cut them into units with gdte_gpu_expand_units and
+ * compare with the host units byte for byte. Returns the number of failures. */
+int kc_check_runs(const kc_ops_t *ops, gdte_type_h type, uint64_t seed, const char *desc, kc_stats_t *stats);
 
 /* Iterations from GDTE_TEST_ITERS (default `def`), seed from GDTE_TEST_SEED (default: time). */
 int kc_iters(int def);

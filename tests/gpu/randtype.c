@@ -270,6 +270,24 @@ gdte_type_h rt_shape_type(rt_shape_t shape, int64_t n, char *desc, size_t desc_l
         snprintf(desc, desc_len, "%lld blocks of 12 KiB at 16000 B", (long long)n);
         st = gdte_type_create_vector(n, 1536, 2000, dbl, &t);
         break;
+    case RT_SHAPE_LONGIDX: {
+        snprintf(desc, desc_len, "%lld irregular blocks of 8-24 KiB", (long long)n);
+        int64_t *bl = malloc((size_t)n * sizeof *bl), *ds = malloc((size_t)n * sizeof *ds);
+        if (!bl || !ds) {
+            free(bl);
+            free(ds);
+            return NULL;
+        }
+        for (int64_t j = 0, at = 3; j < n; j++) {
+            bl[j] = 1000 + (j * 797) % 2000;
+            ds[j] = at;
+            at += bl[j] + 1 + j % 5;
+        }
+        st = gdte_type_create_indexed(n, bl, ds, dbl, &t);
+        free(bl);
+        free(ds);
+        break;
+    }
     case RT_SHAPE_FACE_X: {
         snprintf(desc, desc_len, "face_x of a %lld^3 double grid", (long long)n);
         int64_t sz[3] = {n, n, n}, sub[3] = {n, n, 1}, at[3] = {0, 0, n / 2};

@@ -28,6 +28,7 @@ typedef enum {
     RT_SHAPE_TRANSPOSE_C16, /* transpose of complex doubles: TILED, 16-byte words */
     RT_SHAPE_TRANSPOSE_B1,  /* transpose of bytes: TILED, 1-byte words */
     RT_SHAPE_LONGBLK,       /* a few 12 KiB blocks: STRIDED, blocks cut into pieces */
+    RT_SHAPE_LONGIDX,       /* irregular 8-24 KiB blocks: UNITS with runs (compact upload) */
     RT_SHAPE_COUNT_
 } rt_shape_t;
 gdte_type_h rt_shape_type(rt_shape_t shape, int64_t n, char *desc, size_t desc_len);

@@ -27,7 +27,8 @@ static gdte_status_t e_exec(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *
 {
     return gdte_gpu_exec_ex(L, o, dir, user, packed, off, len, NULL);
 }
-static const kc_ops_t ops = {e_alloc, e_release, e_copy, e_copy, e_units, e_exec};
+static gdte_status_t e_sync(void) { return GDTE_OK; }
+static const kc_ops_t ops = {e_alloc, e_release, e_copy, e_copy, e_units, e_exec, e_sync};
 #define SIZE_SCALE 1
 #define DEFAULT_ITERS 40
 #define MAX_COUNT 5
@@ -68,7 +69,7 @@ static gdte_status_t d_exec(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *
     /* a kernel fault shows here */
     return gdte_gpu_device_synchronize();
 }
-static const kc_ops_t ops = {d_alloc, d_release, d_copy, d_copy, d_units, d_exec};
+static const kc_ops_t ops = {d_alloc, d_release, d_copy, d_copy, d_units, d_exec, gdte_gpu_device_synchronize};
 #define SIZE_SCALE 8
 #define DEFAULT_ITERS 300
 #define MAX_COUNT 64
@@ -102,8 +103,9 @@ int main(void)
     static const int all_words[] = {0, 1, 2, 4, 8, 16, -1};
     static const gdte_kvar_t expect[RT_SHAPE_COUNT_] = {
         GDTE_KVAR_STRIDED,    GDTE_KVAR_STRIDED, GDTE_KVAR_DEV_WARP, GDTE_KVAR_TILED,
-        GDTE_KVAR_DEV_THREAD, GDTE_KVAR_STRIDED, GDTE_KVAR_TILED,    GDTE_KVAR_TILED, GDTE_KVAR_STRIDED};
-    static const int64_t sizes[RT_SHAPE_COUNT_] = {40, 300, 70, 37, 200, 12, 33, 71, 3};
+        GDTE_KVAR_DEV_THREAD, GDTE_KVAR_STRIDED, GDTE_KVAR_TILED,    GDTE_KVAR_TILED, GDTE_KVAR_STRIDED,
+        GDTE_KVAR_DEV_WARP};
+    static const int64_t sizes[RT_SHAPE_COUNT_] = {40, 300, 70, 63, 200, 12, 33, 71, 3, 5};
     /* The benchmark's shapes, small, each under every variant and word cap. */
     for (int s = 0; s < RT_SHAPE_COUNT_; s++) {
         char desc[512];
@@ -122,6 +124,7 @@ int main(void)
             fails++;
         }
         fails += kc_check(&ops, t, 2, seed + (uint64_t)s, desc, all_variants, all_words, &st);
+        fails += kc_check_runs(&ops, t, seed, desc, &st);
         gdte_type_free(&t);
     }
     /* Random types: every variant, two random word caps each. */
@@ -139,6 +142,7 @@ int main(void)
         int words[4] = {0, all_words[1 + rt_below(&tr, 5)], all_words[1 + rt_below(&tr, 5)], -1};
         int64_t count = 1 + rt_below(&tr, rt_below(&tr, 4) == 0 ? MAX_COUNT : 5);
         fails += kc_check(&ops, t, count, ts, desc, all_variants, words, &st);
+        fails += kc_check_runs(&ops, t, ts, desc, &st);
         gdte_type_free(&t);
     }
     kc_print_coverage(&st);
@@ -146,6 +150,10 @@ int main(void)
     for (int w = 1; w <= 16; w *= 2) {
         if (!st.ran[GDTE_KVAR_STRIDED][w]) { printf("FAIL: strided never ran with %d-byte words\n", w); fails++; }
         if (!st.ran[GDTE_KVAR_TILED][w]) { printf("FAIL: tiled never ran with %d-byte words\n", w); fails++; }
+    }
+    if (!st.runs_checked) {
+        printf("FAIL: no plan with runs was cut on the device\n");
+        fails++;
     }
     if (!st.ran[GDTE_KVAR_DEV_WARP][0] || !st.ran[GDTE_KVAR_DEV_THREAD][0] || !st.ran[GDTE_KVAR_CONTIG][0]) {
         printf("FAIL: a DEV or contiguous variant never ran\n");
