@@ -540,7 +540,7 @@ gdte_status_t gdte_proto_ctx_create(const gdte_proto_ctx_params_t *prm, gdte_pro
         if ((st = gdte_gpu_host_alloc(&ctx->bounce, GDTE_PROTO_EAGER_MAX, 1)) != GDTE_OK) goto err_worker;
     }
     ctx->node = node_identity();
-    gdte_stg_init(&ctx->pool, gdte_knob(GDTE_KNOB_STAGING_MAX), ctx->gpu);
+    gdte_stg_init(&ctx->pool, gdte_knob(GDTE_KNOB_STAGING_MAX), ctx->gpu, gdte_rdma_capable(ctx));
     ctx->next_check = gdte_time_now();
     gdte_info("protocols: rank %d of %d, UCX %s, device memory through UCX: %s, GPU %d", ctx->rank, ctx->size,
               ucp_get_version_string(), ctx->ucx_cuda ? "yes" : "no", ctx->dev);

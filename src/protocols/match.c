@@ -245,7 +245,7 @@ gdte_status_t gdte_proto_send_nb(gdte_proto_ctx_h ctx, const void *buf, int64_t 
         req->info.bytes = req->size;
         req->state = GDTE_REQ_ACTIVE;
     } else {
-        if (req->on_dev && req->want_protocol != GDTE_PROTOCOL_COPYINOUT) gdte_proto_rdma_offer(req, rts);
+        if (req->want_protocol != GDTE_PROTOCOL_COPYINOUT) gdte_proto_rdma_offer(req, rts);
         req->state = GDTE_REQ_WAIT_CTS;
     }
 

@@ -20,7 +20,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "kernels/memquery.h"
 #include "proto_int.h"
 
 #define RDMA_FRAG_MIN (256 << 10)
@@ -28,16 +27,6 @@
 static int local_copy(void) { return gdte_knob(GDTE_KNOB_RDMA_LOCAL_COPY) != 0; }
 
 /* ---- IPC mappings of a peer's memory --------------------------------------------------------- */
-/* The memory-kind cache remembers the mapping as device memory: forget it, or a later
- * allocation at the same addresses could be taken for it. */
-static void ipc_close(void *base)
-{
-    void *b;
-    size_t n;
-    if (gdte_gpu_mem_range(base, &b, &n) == GDTE_OK) gdte_memquery_forget(b, n);
-    gdte_gpu_ipc_close(base);
-}
-
 static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_gpu_ipc_handle_t *h,
                                      gdte_ipc_map_t **map_p)
 {
@@ -54,11 +43,11 @@ static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, cons
     }
     if (!victim) return GDTE_INPROGRESS; /* every mapping is in use: wait for one */
     if (victim->base) {
-        ipc_close(victim->base);
+        gdte_rdma_close(victim->base);
         victim->base = NULL;
     }
     void *base;
-    gdte_status_t st = gdte_gpu_ipc_open(h, &base);
+    gdte_status_t st = gdte_rdma_open(h, &base);
     if (st != GDTE_OK) return st;
     ctx->stats.ipc_opens++;
     victim->h = *h;
@@ -72,9 +61,9 @@ static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, cons
 static gdte_status_t open_peer_ring(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_wire_rts_t *rts)
 {
     if (p->peer_ring_base && p->peer_ring_id == rts->ring_id) return GDTE_OK;
-    if (p->peer_ring_base) ipc_close(p->peer_ring_base);
+    if (p->peer_ring_base) gdte_rdma_close(p->peer_ring_base);
     p->peer_ring_base = NULL;
-    gdte_status_t st = gdte_gpu_ipc_open(&rts->ring_h, &p->peer_ring_base);
+    gdte_status_t st = gdte_rdma_open(&rts->ring_h, &p->peer_ring_base);
     if (st != GDTE_OK) {
         p->peer_ring_base = NULL;
         return st;
@@ -89,31 +78,19 @@ void gdte_proto_rdma_cleanup(struct gdte_comm *ctx)
 {
     for (int i = 0; i < ctx->size; i++) {
         gdte_peer_t *p = &ctx->peers[i];
-        if (p->peer_ring_base) ipc_close(p->peer_ring_base);
+        if (p->peer_ring_base) gdte_rdma_close(p->peer_ring_base);
         p->peer_ring_base = NULL;
         for (int j = 0; j < GDTE_PROTO_IPC_CACHE; j++)
             if (p->ipc_cache[j].base) {
-                ipc_close(p->ipc_cache[j].base);
+                gdte_rdma_close(p->ipc_cache[j].base);
                 p->ipc_cache[j].base = NULL;
             }
         if (p->ring) {
-            gdte_stg_put(&ctx->pool, p->ring->buf);
+            gdte_rdma_free(ctx, p->ring->buf);
             free(p->ring);
             p->ring = NULL;
         }
     }
-}
-
-/* Export the allocation holding `ptr` (IPC handles name whole allocations). */
-static gdte_status_t export_buffer(const void *ptr, gdte_gpu_ipc_handle_t *h, int64_t *off_p)
-{
-    void *base;
-    size_t size;
-    gdte_status_t st = gdte_gpu_mem_range(ptr, &base, &size);
-    if (st != GDTE_OK) return st;
-    if ((st = gdte_gpu_ipc_get_handle(base, h)) != GDTE_OK) return st;
-    *off_p = (const char *)ptr - (const char *)base;
-    return GDTE_OK;
 }
 
 /* ---- sender: what is offered in the handshake ---------------------------------------------- */
@@ -134,12 +111,13 @@ static gdte_ring_t *make_ring(struct gdte_comm *ctx)
     if (need > left) return NULL;
     gdte_ring_t *r = calloc(1, sizeof *r);
     if (!r) return NULL;
-    if (gdte_stg_get(&ctx->pool, GDTE_STG_DEVICE, GDTE_STG_RING, (int64_t)slots * slot_bytes, &r->buf) != GDTE_OK) {
+    int64_t off;
+    if (gdte_rdma_alloc(ctx, GDTE_STG_RING, need, 1, &r->buf) != GDTE_OK) {
         free(r);
         return NULL;
     }
-    if (gdte_gpu_ipc_get_handle(r->buf->ptr, &r->handle) != GDTE_OK) {
-        gdte_stg_put(&ctx->pool, r->buf);
+    if (gdte_rdma_export(r->buf->ptr, &r->handle, &off) != GDTE_OK || off != 0) {
+        gdte_rdma_free(ctx, r->buf);
         free(r);
         return NULL;
     }
@@ -155,9 +133,11 @@ void gdte_proto_rdma_offer(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
     struct gdte_comm *ctx = req->ctx;
     gdte_peer_t *p = &ctx->peers[req->peer];
     /* A process cannot open its own IPC handles: messages to itself go by copy. */
-    if (!ctx->gpu || req->size == 0 || req->peer == ctx->rank || p->ring_failed) return;
-    if (req->contig && req->mem_kind == GDTE_MEM_DEVICE &&
-        export_buffer((const char *)req->buf + req->L.disp, &rts->buf_h, &rts->buf_off) == GDTE_OK)
+    if (!gdte_rdma_capable(ctx) || !gdte_rdma_buffer_ok(req) || req->size == 0 || req->peer == ctx->rank ||
+        p->ring_failed)
+        return;
+    if (req->contig && gdte_rdma_exportable(req) &&
+        gdte_rdma_export((const char *)req->buf + req->L.disp, &rts->buf_h, &rts->buf_off) == GDTE_OK)
         rts->flags |= GDTE_RTS_BUF_HANDLE;
     if (!p->ring) {
         p->ring = make_ring(ctx);
@@ -178,7 +158,7 @@ void gdte_proto_rdma_offer(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
 /* ---- receiver: can RDMA move this message? ---------------------------------------------------- */
 static int peer_gpu_reachable(struct gdte_comm *ctx, gdte_peer_t *p, uint32_t pci)
 {
-    if (pci == ctx->pci) return 1;
+    if (pci == ctx->pci || gdte_rdma_emulated()) return 1;
     if (p->reach && p->reach_pci == pci) return p->reach > 0;
     int ok = 0;
     int n = gdte_gpu_device_count();
@@ -202,7 +182,9 @@ static int rdma_usable(struct gdte_msg_req *req)
     struct gdte_comm *ctx = req->ctx;
     const gdte_wire_rts_t *rts = &req->rts;
     gdte_peer_t *p = &ctx->peers[req->peer];
-    if (!ctx->gpu || !req->on_dev || req->len == 0 || p->ipc_failed || req->peer == ctx->rank) return 0;
+    if (!gdte_rdma_capable(ctx) || !gdte_rdma_buffer_ok(req) || req->len == 0 || p->ipc_failed ||
+        req->peer == ctx->rank)
+        return 0;
     if (!(rts->flags & (GDTE_RTS_RING | GDTE_RTS_BUF_HANDLE))) return 0;
     if (rts->node != ctx->node) return 0;
     return peer_gpu_reachable(ctx, p, rts->pci);
@@ -247,20 +229,20 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
         }
         req->rdma_mode = GDTE_CTS_SRC_DIRECT;
         if (req->contig)
-            st = gdte_gpu_memcpy_async((char *)req->buf + req->L.disp, req->peer_mem, (size_t)req->len, gdte_proto_stream(req));
+            st = gdte_rdma_copy(req, (char *)req->buf + req->L.disp, req->peer_mem, req->len);
         else
-            st = gdte_proto_unpack_range(req, req->peer_mem, 0, req->len, 1);
-        if (st == GDTE_OK) st = gdte_proto_record(req, &req->ev);
+            st = gdte_proto_unpack_range(req, req->peer_mem, 0, req->len, gdte_rdma_gpu_work());
+        if (st == GDTE_OK) st = gdte_rdma_record(req, &req->ev);
         if (st != GDTE_OK) return st;
         req->ev_pending = 1;
         req->outstanding++;
         return gdte_proto_send_cts(req, 0, GDTE_CTS_SRC_DIRECT, 0, NULL);
     }
-    if (req->contig && req->mem_kind == GDTE_MEM_DEVICE) {
+    if (req->contig && gdte_rdma_exportable(req)) {
         /* Contiguous receiver: the sender packs straight into our buffer and says when. */
         gdte_gpu_ipc_handle_t h;
         int64_t off;
-        if (export_buffer((char *)req->buf + req->L.disp, &h, &off) == GDTE_OK) {
+        if (gdte_rdma_export((char *)req->buf + req->L.disp, &h, &off) == GDTE_OK) {
             req->rdma_mode = GDTE_CTS_DST_HANDLE;
             req->fin_wait = 1;
             return gdte_proto_send_cts(req, 0, GDTE_CTS_DST_HANDLE, off, &h);
@@ -283,7 +265,7 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
         for (int i = 0; i < req->nslots; i++) {
             gdte_slot_t *s = &req->slots[i];
             if (!s->dev) {
-                st = gdte_stg_get(&ctx->pool, GDTE_STG_DEVICE, GDTE_STG_RECV, req->frag, &s->dev);
+                st = gdte_rdma_alloc(ctx, GDTE_STG_RECV, req->frag, 0, &s->dev);
                 if (st == GDTE_INPROGRESS) break;
                 if (st != GDTE_OK) return st;
             }
@@ -339,7 +321,7 @@ static int recv_progress(struct gdte_msg_req *req)
     gdte_status_t st = GDTE_OK;
     int n = 0;
     if (req->ev_pending) {
-        gdte_status_t q = gdte_gpu_event_query(req->ev);
+        gdte_status_t q = gdte_rdma_query(req->ev);
         if (q == GDTE_INPROGRESS) return 0;
         req->ev_pending = 0;
         req->outstanding--;
@@ -373,21 +355,21 @@ static int recv_progress(struct gdte_msg_req *req)
             }
             const char *src = (const char *)p->peer_ring_base + (int64_t)s->ring_slot * req->rts.ring_slot_bytes;
             if (s->dev) {
-                st = gdte_gpu_memcpy_async(s->dev->ptr, src, (size_t)s->len, gdte_proto_stream(req));
-                if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev2);
+                st = gdte_rdma_copy(req, s->dev->ptr, src, s->len);
+                if (st == GDTE_OK) st = gdte_rdma_record(req, &s->ev2);
                 if (st == GDTE_OK) {
                     s->ev2_pending = 1;
                     req->outstanding++;
-                    st = gdte_proto_unpack_range(req, s->dev->ptr, s->off, s->len, 1);
+                    st = gdte_proto_unpack_range(req, s->dev->ptr, s->off, s->len, gdte_rdma_gpu_work());
                 }
             } else {
-                st = gdte_proto_unpack_range(req, src, s->off, s->len, 1);
+                st = gdte_proto_unpack_range(req, src, s->off, s->len, gdte_rdma_gpu_work());
             }
-            if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev);
+            if (st == GDTE_OK) st = gdte_rdma_record(req, &s->ev);
             if (st != GDTE_OK) {
                 /* Whatever was queued before the failure still runs: wait for it to drain. */
                 s->state = GDTE_SLOT_UNPACKING;
-                if (gdte_proto_record(req, &s->ev) == GDTE_OK) req->outstanding++;
+                if (gdte_rdma_record(req, &s->ev) == GDTE_OK) req->outstanding++;
                 else s->state = GDTE_SLOT_FREE;
                 break;
             }
@@ -397,7 +379,7 @@ static int recv_progress(struct gdte_msg_req *req)
         }
         if (s->state != GDTE_SLOT_UNPACKING) continue;
         if (s->ev2_pending) {
-            gdte_status_t q = gdte_gpu_event_query(s->ev2);
+            gdte_status_t q = gdte_rdma_query(s->ev2);
             if (q == GDTE_INPROGRESS) continue;
             s->ev2_pending = 0;
             req->outstanding--;
@@ -414,7 +396,7 @@ static int recv_progress(struct gdte_msg_req *req)
             s->ring_slot = -1;
             if (st != GDTE_OK) break;
         }
-        gdte_status_t q = gdte_gpu_event_query(s->ev);
+        gdte_status_t q = gdte_rdma_query(s->ev);
         if (q == GDTE_INPROGRESS) continue;
         req->outstanding--;
         s->state = GDTE_SLOT_FREE;
@@ -453,7 +435,9 @@ static gdte_status_t rdma_send_start(struct gdte_msg_req *req, const gdte_wire_c
         return GDTE_OK;
     }
     if (req->rdma_mode == GDTE_CTS_SRC_DIRECT) {
-        req->fin_wait = 1; /* the receiver reads our buffer, then says so */
+        /* The receiver reads our buffer, then says so. */
+        if (req->fin_early) gdte_proto_finish(req);
+        else req->fin_wait = 1;
         return GDTE_OK;
     }
     if (req->rdma_mode == GDTE_CTS_DST_HANDLE) {
@@ -468,8 +452,8 @@ static gdte_status_t rdma_send_start(struct gdte_msg_req *req, const gdte_wire_c
             return st == GDTE_INPROGRESS ? GDTE_ERR_NO_DEVICE_MEMORY : st;
         }
         req->peer_mem = (char *)req->ipc_ref->base + cts->buf_off;
-        st = gdte_proto_pack_range(req, req->peer_mem, 0, req->len, 1);
-        if (st == GDTE_OK) st = gdte_proto_record(req, &req->ev);
+        st = gdte_proto_pack_range(req, req->peer_mem, 0, req->len, gdte_rdma_gpu_work());
+        if (st == GDTE_OK) st = gdte_rdma_record(req, &req->ev);
         if (st != GDTE_OK) return st;
         req->ev_pending = 1;
         req->outstanding++;
@@ -511,6 +495,11 @@ ucs_status_t gdte_proto_done_handler(void *arg, const void *header, size_t heade
 
 void gdte_proto_rdma_fin(struct gdte_msg_req *req, const gdte_wire_fin_t *fin)
 {
+    if (req->is_send && req->state == GDTE_REQ_WAIT_CTS && req->cts_arrived) {
+        /* The receiver read our buffer before we even looked at its CTS. */
+        req->fin_early = 1;
+        return;
+    }
     if (!req->fin_wait || req->state != GDTE_REQ_ACTIVE) return;
     req->fin_wait = 0;
     if (!req->is_send) req->info.bytes = fin->bytes;
@@ -524,7 +513,7 @@ static int send_progress(struct gdte_msg_req *req)
     gdte_status_t st = GDTE_OK;
     int n = 0;
     if (req->ev_pending) {
-        gdte_status_t q = gdte_gpu_event_query(req->ev);
+        gdte_status_t q = gdte_rdma_query(req->ev);
         if (q == GDTE_INPROGRESS) return 0;
         req->ev_pending = 0;
         req->outstanding--;
@@ -546,7 +535,7 @@ static int send_progress(struct gdte_msg_req *req)
     for (int i = 0; i < req->nslots && st == GDTE_OK; i++) {
         gdte_slot_t *s = &req->slots[i];
         if (s->state != GDTE_SLOT_PACKING) continue;
-        gdte_status_t q = gdte_gpu_event_query(s->ev);
+        gdte_status_t q = gdte_rdma_query(s->ev);
         if (q == GDTE_INPROGRESS) continue;
         req->outstanding--;
         s->state = GDTE_SLOT_FREE;
@@ -577,11 +566,12 @@ static int send_progress(struct gdte_msg_req *req)
         s->k = req->next_k;
         s->off = s->k * req->frag;
         s->len = req->len - s->off < req->frag ? req->len - s->off : req->frag;
-        st = gdte_proto_pack_range(req, (char *)ring->buf->ptr + (int64_t)rs * ring->slot_bytes, s->off, s->len, 1);
-        if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev);
+        st = gdte_proto_pack_range(req, (char *)ring->buf->ptr + (int64_t)rs * ring->slot_bytes, s->off, s->len,
+                                   gdte_rdma_gpu_work());
+        if (st == GDTE_OK) st = gdte_rdma_record(req, &s->ev);
         if (st != GDTE_OK) {
             /* Something may have been queued: let it finish before the slot is reused. */
-            if (gdte_proto_record(req, &s->ev) == GDTE_OK) {
+            if (gdte_rdma_record(req, &s->ev) == GDTE_OK) {
                 ring->busy[rs] = 1;
                 ring->nbusy++;
                 s->ring_slot = rs;

@@ -106,4 +106,13 @@ gdte_proto_ctx_h gdte_proto_req_ctx(gdte_proto_req_h req);
 gdte_status_t gdte_proto_probe(gdte_proto_ctx_h ctx, int peer, uint64_t tag, uint64_t tag_mask, int *found_p,
                                gdte_msg_status_t *status_p);
 
+/* ---- tests only ----------------------------------------------------------------------------- */
+/* Run the RDMA protocol without a GPU: "device" buffers are POSIX shared memory from
+ * gdte_proto_test_shm_alloc, IPC handles are segment names, and GPU copies, packs and events
+ * are synchronous host operations. Every process of the test calls it before creating its
+ * context. It checks the protocol (rings, credits, shortcuts, caches), not any GPU. */
+void gdte_proto_test_emulate_ipc(int on);
+void *gdte_proto_test_shm_alloc(size_t size);
+void gdte_proto_test_shm_free(void *ptr);
+
 #endif

@@ -248,6 +248,7 @@ struct gdte_msg_req {
     gdte_gpu_event_t ev;   /* RDMA shortcut work */
     int ev_pending;
     int fin_wait;          /* waiting for the peer's FIN */
+    int fin_early;         /* ... which came with the CTS, before the CTS was acted on */
     int fin_send;          /* send a FIN with `status` once drained */
     /* outcome */
     gdte_status_t status;
@@ -363,6 +364,26 @@ void gdte_proto_slots_release(struct gdte_msg_req *req);
 void gdte_proto_rdma_offer(struct gdte_msg_req *sreq, gdte_wire_rts_t *rts);
 /* Drop every IPC mapping and ring of a context. */
 void gdte_proto_rdma_cleanup(struct gdte_comm *ctx);
+
+/* ---- device memory for RDMA: the GPU runtime, or the tests' host emulation (rdma_mem.c) ---- */
+int gdte_rdma_emulated(void);
+int gdte_rdma_capable(const struct gdte_comm *ctx);
+/* The request's data can be reached by RDMA (device memory; emulation: a test segment). */
+int gdte_rdma_buffer_ok(const struct gdte_msg_req *req);
+/* ... and exported as it is (an IPC handle of its allocation). */
+int gdte_rdma_exportable(const struct gdte_msg_req *req);
+/* Device staging; `shared`: exportable to a peer (a ring). */
+gdte_status_t gdte_rdma_alloc(struct gdte_comm *ctx, gdte_stg_class_t cls, int64_t bytes, int shared,
+                              gdte_stg_buf_t **buf_p);
+void gdte_rdma_free(struct gdte_comm *ctx, gdte_stg_buf_t *buf);
+gdte_status_t gdte_rdma_export(const void *ptr, gdte_gpu_ipc_handle_t *h, int64_t *off_p);
+gdte_status_t gdte_rdma_open(const gdte_gpu_ipc_handle_t *h, void **base_p);
+void gdte_rdma_close(void *base);
+gdte_status_t gdte_rdma_copy(struct gdte_msg_req *req, void *dst, const void *src, int64_t n);
+gdte_status_t gdte_rdma_record(struct gdte_msg_req *req, gdte_gpu_event_t *ev);
+gdte_status_t gdte_rdma_query(gdte_gpu_event_t ev);
+/* Packs and unpacks of RDMA data run on the GPU (not in the emulation). */
+int gdte_rdma_gpu_work(void);
 
 /* Pack or unpack bytes [off, off+len) between the request's buffer and `staging`. `gpu`: queue
  * on the context stream (async) instead of running on the host. */

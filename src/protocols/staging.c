@@ -5,11 +5,11 @@
 #include "gpu/gpu.h"
 #include "util/util.h"
 
-void gdte_stg_init(gdte_stg_pool_t *pool, int64_t staging_max, int gpu)
+void gdte_stg_init(gdte_stg_pool_t *pool, int64_t staging_max, int gpu, int rings)
 {
     memset(pool, 0, sizeof *pool);
     pool->gpu = gpu;
-    if (gpu) {
+    if (rings) {
         /* Rings are device memory held for the life of a peer; keep them to a quarter. */
         pool->budget[GDTE_STG_SEND] = staging_max / 8 * 3;
         pool->budget[GDTE_STG_RECV] = staging_max / 8 * 3;

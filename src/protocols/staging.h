@@ -35,7 +35,8 @@ typedef struct gdte_stg_pool {
     gdte_stg_buf_t *free_list[GDTE_STG_KIND_COUNT_][GDTE_STG_CLASS_COUNT_][GDTE_STG_MAX_LOG + 1];
 } gdte_stg_pool_t;
 
-void gdte_stg_init(gdte_stg_pool_t *pool, int64_t staging_max, int gpu);
+/* `gpu`: host buffers are pinned and mapped; `rings`: keep a share for RDMA rings. */
+void gdte_stg_init(gdte_stg_pool_t *pool, int64_t staging_max, int gpu, int rings);
 void gdte_stg_destroy(gdte_stg_pool_t *pool);
 /* GDTE_OK with *buf_p; GDTE_INPROGRESS when the class's budget is exhausted for now (retry
  * after other buffers come back); an error when memory cannot be had at all. */

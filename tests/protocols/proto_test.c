@@ -15,9 +15,12 @@
  *   proto_test kill-receiver|kill-sender [opts]
  *                                one rank _exit()s in the middle of a message; the other's
  *                                request must fail (never hang)
- * opts: --protocol auto|copyinout|rdma   --mem host|device   --cases N   --seed S
+ * opts: --protocol auto|copyinout|rdma   --mem host|device|emu   --cases N   --seed S
+ *       (emu: the RDMA protocol on host shared memory instead of GPU IPC, see proto.h)
  *       --expect-protocol NAME (every nonempty rendezvous message must have used it)
  *       --gpus 1|2 (device mode: both ranks on GPU 0, or rank r on GPU r)   --fork
+ *       --params none (no per-message parameters: the GDTE_* knobs decide; pass --protocol too
+ *       so the test knows what to expect)
  */
 #include "twoproc.h"
 #include <stdarg.h>
@@ -29,7 +32,7 @@
 #include "gpu/gpu.h"
 #include "protocols/proto.h"
 
-static int rank, nfail;
+static int rank, nfail, opt_emu, opt_knobs;
 static gdte_protocol_t opt_protocol = GDTE_PROTOCOL_AUTO;
 static gdte_protocol_t opt_expect = GDTE_PROTOCOL_AUTO;
 static int opt_device, opt_cases = 60;
@@ -207,7 +210,8 @@ typedef struct {
 static void buf_alloc(buf_t *b, int64_t span)
 {
     b->bytes = span + GUARD;
-    b->host = malloc((size_t)b->bytes);
+    /* Emulated RDMA: the "device" buffer is a shared-memory segment the peer can map. */
+    b->host = opt_emu ? gdte_proto_test_shm_alloc((size_t)b->bytes) : malloc((size_t)b->bytes);
     if (!b->host) tp_abort(2);
     b->user = b->host;
     if (opt_device) OK(gdte_gpu_malloc(&b->user, (size_t)b->bytes));
@@ -223,7 +227,35 @@ static void buf_pull(buf_t *b)
 static void buf_free(buf_t *b)
 {
     if (opt_device) gdte_gpu_free(b->user);
-    free(b->host);
+    if (opt_emu) gdte_proto_test_shm_free(b->host);
+    else free(b->host);
+}
+
+/* Memory of the kind under test: device, emulated-RDMA segment, or host. */
+static void *dmalloc(size_t n)
+{
+    void *p = NULL;
+    if (n == 0) n = 8;
+    if (opt_device) OK(gdte_gpu_malloc(&p, n));
+    else p = opt_emu ? gdte_proto_test_shm_alloc(n) : malloc(n);
+    if (!p) tp_abort(2);
+    return p;
+}
+static void dfree(void *p)
+{
+    if (opt_device) gdte_gpu_free(p);
+    else if (opt_emu) gdte_proto_test_shm_free(p);
+    else free(p);
+}
+static void dput(void *d, const void *h, size_t n)
+{
+    if (opt_device) OK(gdte_gpu_memcpy(d, h, n));
+    else memcpy(d, h, n);
+}
+static void dget(void *h, const void *d, size_t n)
+{
+    if (opt_device) OK(gdte_gpu_memcpy(h, d, n));
+    else memcpy(h, d, n);
 }
 
 static void fill(rng_t *r, unsigned char *p, int64_t n)
@@ -260,6 +292,7 @@ static gdte_msg_params_t msg_params(rng_t *r, int64_t bytes)
     p.depth = (int)rint_(r, 1, 4);
     p.frag_size = frags[rint_(r, 0, 5)];
     if (rint_(r, 0, 7) == 0) p.frag_size = bytes + 1; /* unpipelined: one fragment */
+    if (opt_knobs) p.field_mask = 0;                  /* the GDTE_* knobs decide */
     return p;
 }
 
@@ -410,7 +443,7 @@ static int test_random(void)
 /* ---- semantics ---------------------------------------------------------------------------- */
 static gdte_msg_params_t proto_params(void)
 {
-    gdte_msg_params_t p = {.field_mask = GDTE_MSG_FIELD_PROTOCOL, .protocol = opt_protocol};
+    gdte_msg_params_t p = {.field_mask = opt_knobs ? 0 : GDTE_MSG_FIELD_PROTOCOL, .protocol = opt_protocol};
     return p;
 }
 
@@ -528,13 +561,9 @@ static int test_semantics(void)
         }
         double *dev_s[5], *dev_r[5];
         for (int i = 0; i < 5; i++) {
-            dev_s[i] = sb[i];
-            dev_r[i] = rb[i];
-            if (opt_device) {
-                OK(gdte_gpu_malloc((void **)&dev_s[i], 8 * (size_t)lens[i] + 8));
-                OK(gdte_gpu_malloc((void **)&dev_r[i], 8 * (size_t)lens[i] + 8));
-                OK(gdte_gpu_memcpy(dev_s[i], sb[i], 8 * (size_t)lens[i]));
-            }
+            dev_s[i] = dmalloc(8 * (size_t)lens[i] + 8);
+            dev_r[i] = dmalloc(8 * (size_t)lens[i] + 8);
+            dput(dev_s[i], sb[i], 8 * (size_t)lens[i]);
         }
         for (int i = 0; i < 5; i++) OK(gdte_msg_irecv(comm, dev_r[i], lens[i], dbl(), peer, 7, &p, &rq[i]));
         for (int i = 0; i < 5; i++) OK(gdte_msg_isend(comm, dev_s[i], lens[i], dbl(), peer, 7, &p, &sq[i]));
@@ -542,7 +571,7 @@ static int test_semantics(void)
             gdte_msg_status_t s;
             CHECK(gdte_msg_wait(&rq[i], &s) == GDTE_OK && s.bytes == 8 * lens[i], "ordered message %d", i);
             CHECK(gdte_msg_wait(&sq[i], &s) == GDTE_OK, "ordered send %d", i);
-            if (opt_device) OK(gdte_gpu_memcpy(rb[i], dev_r[i], 8 * (size_t)lens[i]));
+            dget(rb[i], dev_r[i], 8 * (size_t)lens[i]);
             for (int64_t j = 0; j < lens[i]; j++)
                 if (rb[i][j] != 1000.0 * i + (double)j + 0.5 * peer) {
                     CHECK(0, "ordered message %d element %lld", i, (long long)j);
@@ -550,10 +579,8 @@ static int test_semantics(void)
                 }
         }
         for (int i = 0; i < 5; i++) {
-            if (opt_device) {
-                gdte_gpu_free(dev_s[i]);
-                gdte_gpu_free(dev_r[i]);
-            }
+            dfree(dev_s[i]);
+            dfree(dev_r[i]);
             free(sb[i]);
             free(rb[i]);
             gdte_type_free(&t[i]);
@@ -564,12 +591,8 @@ static int test_semantics(void)
     /* Wildcards, probe and cancel. */
     {
         double v[3] = {1, 2, 3}, w[3] = {0};
-        void *vu = v, *wu = w;
-        if (opt_device) {
-            OK(gdte_gpu_malloc(&vu, sizeof v));
-            OK(gdte_gpu_malloc(&wu, sizeof w));
-            OK(gdte_gpu_memcpy(vu, v, sizeof v));
-        }
+        void *vu = dmalloc(sizeof v), *wu = dmalloc(sizeof w);
+        dput(vu, v, sizeof v);
         gdte_msg_params_t p = proto_params();
         gdte_msg_req_h q;
         gdte_msg_status_t s;
@@ -592,17 +615,15 @@ static int test_semantics(void)
             pm.tag_mask = 0;
             OK(gdte_msg_irecv(comm, wu, 3, dbl(), GDTE_ANY_PEER, 0, &pm, &q));
             CHECK(gdte_msg_wait(&q, &s) == GDTE_OK && s.tag == 0x12345ull && s.peer == 1, "any-tag receive");
-            if (opt_device) OK(gdte_gpu_memcpy(w, wu, sizeof w));
+            dget(w, wu, sizeof w);
             CHECK(w[0] == 1 && w[1] == 2 && w[2] == 3, "wildcard data");
             /* A receive nobody sends to can be canceled; a matched one cannot. */
             OK(gdte_msg_irecv(comm, wu, 3, dbl(), 1, 999, &p, &q));
             CHECK(gdte_msg_cancel(q) == GDTE_OK, "cancel");
             CHECK(gdte_msg_wait(&q, &s) == GDTE_ERR_CANCELED && q == NULL, "canceled receive completes");
         }
-        if (opt_device) {
-            gdte_gpu_free(vu);
-            gdte_gpu_free(wu);
-        }
+        dfree(vu);
+        dfree(wu);
         exchange_barrier();
     }
 
@@ -745,10 +766,14 @@ int main(int argc, char **argv)
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--protocol")) opt_protocol = parse_protocol(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect-protocol")) opt_expect = parse_protocol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--mem")) opt_device = !strcmp(argv[i + 1], "device");
+        else if (!strcmp(argv[i], "--mem")) {
+            opt_device = !strcmp(argv[i + 1], "device");
+            opt_emu = !strcmp(argv[i + 1], "emu");
+        }
         else if (!strcmp(argv[i], "--cases")) opt_cases = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seed")) opt_seed = (unsigned)strtoul(argv[i + 1], NULL, 0);
         else if (!strcmp(argv[i], "--gpus")) opt_gpus = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--params")) opt_knobs = !strcmp(argv[i + 1], "none");
     }
     gdte_init_params_t ip = {.field_mask = 0};
     if (opt_device) {
@@ -761,6 +786,7 @@ int main(int argc, char **argv)
         gdte_finalize();
         return tp_finalize(77);
     }
+    if (opt_emu) gdte_proto_test_emulate_ipc(1);
     gdte_comm_params_t cp = {.field_mask = GDTE_COMM_FIELD_RANK | GDTE_COMM_FIELD_SIZE | GDTE_COMM_FIELD_ALLGATHER,
                              .rank = rank,
                              .size = size,
@@ -793,6 +819,11 @@ int main(int argc, char **argv)
                (long long)a.stats.msgs[GDTE_PROTOCOL_COPYINOUT], (long long)a.stats.msgs[GDTE_PROTOCOL_RDMA],
                (long long)a.stats.frags_sent, (long long)a.stats.frags_recvd, (long long)a.stats.staging_peak,
                (long long)a.stats.staging_allocs, (long long)a.stats.ipc_opens, (long long)a.stats.ring_allocs);
+        /* Staging never exceeds its bound (a plain number in the environment here). */
+        const char *smax = getenv("GDTE_STAGING_MAX");
+        if (smax && strspn(smax, "0123456789") == strlen(smax))
+            CHECK(a.stats.staging_peak <= atoll(smax), "staging peak %lld over GDTE_STAGING_MAX=%s",
+                  (long long)a.stats.staging_peak, smax);
         /* RDMA rings are exposed and opened once per peer, never per message. */
         if (opt_expect == GDTE_PROTOCOL_RDMA)
             CHECK(a.stats.ring_allocs <= 1 && a.stats.ring_opens <= 1, "%lld rings exposed to one peer, %lld opened",

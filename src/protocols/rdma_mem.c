@@ -1,0 +1,213 @@
+/*
+ * Device memory as the RDMA protocol sees it: allocation, IPC export/open/close, copies and
+ * completion events. Normally the GPU runtime (src/gpu). For tests on machines without a GPU,
+ * an emulation (gdte_proto_test_emulate_ipc) stands in: "device" buffers are POSIX shared
+ * memory, an IPC handle is the segment's name, copies, packs and events are synchronous host
+ * operations. The emulation exercises the whole RDMA protocol (rings, READY/DONE, credits,
+ * shortcuts, mapping caches, fallbacks) between two processes; it says nothing about GPUs.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "kernels/memquery.h"
+#include "proto_int.h"
+
+static int emulate;
+
+void gdte_proto_test_emulate_ipc(int on) { emulate = on; }
+int gdte_rdma_emulated(void) { return emulate; }
+
+/* ---- the emulation's shared-memory segments -------------------------------------------------- */
+#define EMU_SEGS 512
+typedef struct {
+    char *base;
+    size_t size;
+    char name[40];
+    int mine; /* created here (unlink on free), or opened from a peer */
+} emu_seg_t;
+static emu_seg_t segs[EMU_SEGS];
+static unsigned emu_counter;
+
+typedef struct {
+    char name[40];
+    uint64_t size;
+} emu_handle_t;
+_Static_assert(sizeof(emu_handle_t) <= GDTE_GPU_IPC_HANDLE_BYTES, "emulated handle too large");
+
+static emu_seg_t *seg_of(const void *p)
+{
+    for (int i = 0; i < EMU_SEGS; i++)
+        if (segs[i].base && (const char *)p >= segs[i].base && (const char *)p < segs[i].base + segs[i].size)
+            return &segs[i];
+    return NULL;
+}
+
+static emu_seg_t *seg_free_slot(void)
+{
+    for (int i = 0; i < EMU_SEGS; i++)
+        if (!segs[i].base) return &segs[i];
+    return NULL;
+}
+
+void *gdte_proto_test_shm_alloc(size_t size)
+{
+    emu_seg_t *s = seg_free_slot();
+    if (!s || size == 0) return NULL;
+    snprintf(s->name, sizeof s->name, "/gdte-emu-%d-%u", (int)getpid(), emu_counter++);
+    int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return NULL;
+    if (ftruncate(fd, (off_t)size) != 0) {
+        close(fd);
+        shm_unlink(s->name);
+        return NULL;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        shm_unlink(s->name);
+        return NULL;
+    }
+    s->base = p;
+    s->size = size;
+    s->mine = 1;
+    return p;
+}
+
+void gdte_proto_test_shm_free(void *p)
+{
+    emu_seg_t *s = p ? seg_of(p) : NULL;
+    if (!s) return;
+    munmap(s->base, s->size);
+    if (s->mine) shm_unlink(s->name);
+    s->base = NULL;
+}
+
+/* ---- the interface ----------------------------------------------------------------------------- */
+int gdte_rdma_capable(const struct gdte_comm *ctx) { return ctx->gpu || emulate; }
+
+int gdte_rdma_buffer_ok(const struct gdte_msg_req *req)
+{
+    if (emulate) {
+        emu_seg_t *s = req->size > 0 ? seg_of((const char *)req->buf + req->L.disp) : NULL;
+        return s && s->mine;
+    }
+    return req->on_dev;
+}
+
+int gdte_rdma_exportable(const struct gdte_msg_req *req)
+{
+    return emulate ? gdte_rdma_buffer_ok(req) : req->mem_kind == GDTE_MEM_DEVICE;
+}
+
+gdte_status_t gdte_rdma_alloc(struct gdte_comm *ctx, gdte_stg_class_t cls, int64_t bytes, int shared,
+                              gdte_stg_buf_t **buf_p)
+{
+    if (!emulate) return gdte_stg_get(&ctx->pool, GDTE_STG_DEVICE, cls, bytes, buf_p);
+    if (!shared) return gdte_stg_get(&ctx->pool, GDTE_STG_HOST, cls, bytes, buf_p);
+    gdte_stg_buf_t *b = calloc(1, sizeof *b);
+    if (!b) return GDTE_ERR_NO_MEMORY;
+    b->ptr = gdte_proto_test_shm_alloc((size_t)bytes);
+    if (!b->ptr) {
+        free(b);
+        return GDTE_ERR_NO_DEVICE_MEMORY;
+    }
+    b->size = bytes;
+    b->cls = (uint8_t)cls;
+    b->kind = GDTE_STG_KIND_COUNT_; /* marks an emulated segment */
+    ctx->pool.held[cls] += bytes;
+    *buf_p = b;
+    return GDTE_OK;
+}
+
+void gdte_rdma_free(struct gdte_comm *ctx, gdte_stg_buf_t *b)
+{
+    if (!b) return;
+    if (b->kind != GDTE_STG_KIND_COUNT_) {
+        gdte_stg_put(&ctx->pool, b);
+        return;
+    }
+    ctx->pool.held[b->cls] -= b->size;
+    gdte_proto_test_shm_free(b->ptr);
+    free(b);
+}
+
+gdte_status_t gdte_rdma_export(const void *ptr, gdte_gpu_ipc_handle_t *h, int64_t *off_p)
+{
+    if (emulate) {
+        emu_seg_t *s = seg_of(ptr);
+        if (!s || !s->mine) return GDTE_ERR_MEMORY_KIND;
+        emu_handle_t eh;
+        memset(&eh, 0, sizeof eh);
+        memcpy(eh.name, s->name, sizeof eh.name);
+        eh.size = s->size;
+        memset(h, 0, sizeof *h);
+        memcpy(h->bytes, &eh, sizeof eh);
+        *off_p = (const char *)ptr - s->base;
+        return GDTE_OK;
+    }
+    void *base;
+    size_t size;
+    gdte_status_t st = gdte_gpu_mem_range(ptr, &base, &size);
+    if (st != GDTE_OK) return st;
+    if ((st = gdte_gpu_ipc_get_handle(base, h)) != GDTE_OK) return st;
+    *off_p = (const char *)ptr - (const char *)base;
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_rdma_open(const gdte_gpu_ipc_handle_t *h, void **base_p)
+{
+    if (!emulate) return gdte_gpu_ipc_open(h, base_p);
+    emu_handle_t eh;
+    memcpy(&eh, h->bytes, sizeof eh);
+    eh.name[sizeof eh.name - 1] = 0;
+    emu_seg_t *s = seg_free_slot();
+    if (!s) return GDTE_ERR_NO_MEMORY;
+    int fd = shm_open(eh.name, O_RDWR, 0);
+    if (fd < 0) return GDTE_ERR_GPU;
+    void *p = mmap(NULL, (size_t)eh.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return GDTE_ERR_GPU;
+    s->base = p;
+    s->size = (size_t)eh.size;
+    memcpy(s->name, eh.name, sizeof s->name);
+    s->mine = 0;
+    *base_p = p;
+    return GDTE_OK;
+}
+
+void gdte_rdma_close(void *base)
+{
+    if (emulate) {
+        gdte_proto_test_shm_free(base);
+        return;
+    }
+    /* The memory-kind cache knows the mapping as device memory: forget it, or a later
+     * allocation at the same addresses could be taken for it. */
+    void *b;
+    size_t n;
+    if (gdte_gpu_mem_range(base, &b, &n) == GDTE_OK) gdte_memquery_forget(b, n);
+    gdte_gpu_ipc_close(base);
+}
+
+gdte_status_t gdte_rdma_copy(struct gdte_msg_req *req, void *dst, const void *src, int64_t n)
+{
+    if (emulate) {
+        memcpy(dst, src, (size_t)n);
+        return GDTE_OK;
+    }
+    return gdte_gpu_memcpy_async(dst, src, (size_t)n, gdte_proto_stream(req));
+}
+
+gdte_status_t gdte_rdma_record(struct gdte_msg_req *req, gdte_gpu_event_t *ev)
+{
+    return emulate ? GDTE_OK : gdte_proto_record(req, ev);
+}
+
+gdte_status_t gdte_rdma_query(gdte_gpu_event_t ev) { return emulate ? GDTE_OK : gdte_gpu_event_query(ev); }
+
+int gdte_rdma_gpu_work(void) { return !emulate; }
