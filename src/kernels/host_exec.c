@@ -29,6 +29,47 @@ static inline void copy_n(char *dst, const char *src, int64_t n)
         if (dir == GDTE_DIR_PACK) memcpy(pk, u + off, (BL)); else memcpy(u + off, pk, (BL));     \
     }
 
+/* Tiles for transposes: when dimension 0 jumps far (a column of a row-major matrix) and
+ * dimension 1 steps by a few bytes (the next column), T columns are moved together, row by
+ * row: the reads of a row hit one or two cache lines and one page instead of T pages, and
+ * the writes go to T sequential streams. Only whole columns are tiled; a fragment that
+ * starts or ends inside one takes the plain path for that part. */
+#define TILE_COLS 32
+#define TILE_MAX_BLOCK 32
+#define TILE_MAX_STEP 64
+#define TILE_MIN_JUMP 1024
+
+static int tileable(const gdte_layout_t *L)
+{
+    return L->ndims >= 2 && L->blocklen <= TILE_MAX_BLOCK && L->count[0] >= 16 && L->count[1] >= 2 &&
+           L->stride[1] > 0 && L->stride[1] <= TILE_MAX_STEP &&
+           (L->stride[0] >= TILE_MIN_JUMP || L->stride[0] <= -TILE_MIN_JUMP);
+}
+
+#define TILE_LOOP(BL)                                                                           \
+    for (int64_t i0 = 0; i0 < c0; i0++, row += s0)                                             \
+        for (int t = 0; t < T; t++) {                                                           \
+            char *p_ = pk + ((int64_t)t * c0 + i0) * (BL);                                      \
+            if (dir == GDTE_DIR_PACK) memcpy(p_, row + t * s1, (BL)); else memcpy(row + t * s1, p_, (BL)); \
+        }
+
+/* Columns idx1 .. idx1 + T - 1, whole, starting at user offset `off`. */
+static void tile(gdte_dir_t dir, char *u, char *pk, int64_t off, int64_t bl, int64_t c0, int64_t s0, int64_t s1, int T)
+{
+    char *row = u + off;
+    switch (bl) {
+    case 4: TILE_LOOP(4); break;
+    case 8: TILE_LOOP(8); break;
+    case 16: TILE_LOOP(16); break;
+    default:
+        for (int64_t i0 = 0; i0 < c0; i0++, row += s0)
+            for (int t = 0; t < T; t++) {
+                char *p_ = pk + ((int64_t)t * c0 + i0) * bl;
+                if (dir == GDTE_DIR_PACK) memcpy(p_, row + t * s1, (size_t)bl); else memcpy(row + t * s1, p_, (size_t)bl);
+            }
+    }
+}
+
 static void strided(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, int64_t offset, int64_t len)
 {
     const int64_t bl = L->blocklen;
@@ -40,7 +81,30 @@ static void strided(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, i
         off += idx[k] * L->stride[k];
     }
     const int64_t s0 = L->stride[0], c0 = L->count[0];
+    const int can_tile = tileable(L);
     while (len > 0) {
+        if (can_tile && r == 0 && idx[0] == 0) {
+            /* at the top of a column: take as many whole columns as fit, TILE_COLS at a time */
+            int64_t T = L->count[1] - idx[1], col = c0 * bl;
+            if (T > TILE_COLS) T = TILE_COLS;
+            if (T >= 2 && len >= T * col) {
+                tile(dir, u, pk, off, bl, c0, s0, L->stride[1], (int)T);
+                pk += T * col;
+                len -= T * col;
+                idx[1] += T;
+                off += T * L->stride[1];
+                if (idx[1] < L->count[1]) continue;
+                off -= idx[1] * L->stride[1];
+                idx[1] = 0;
+                for (int k = 2; k < L->ndims; k++) {
+                    off += L->stride[k];
+                    if (++idx[k] < L->count[k]) break;
+                    off -= idx[k] * L->stride[k];
+                    idx[k] = 0;
+                }
+                continue;
+            }
+        }
         if (r == 0 && len >= bl) {
             /* as many whole blocks of this row as remain */
             int64_t rows = c0 - idx[0];
@@ -83,9 +147,71 @@ static void strided(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, i
     }
 }
 
+/* Any length, fastest for the short blocks of irregular types: up to 64 bytes in two
+ * overlapping moves of a fixed size (both loaded before either is stored), so a unit costs
+ * a couple of branches instead of a memcpy call. */
+static inline void copy_any(char *dst, const char *src, int64_t n)
+{
+    if (n > 64) {
+        memcpy(dst, src, (size_t)n);
+    } else if (n >= 32) {
+        char a[32], b[32];
+        memcpy(a, src, 32);
+        memcpy(b, src + n - 32, 32);
+        memcpy(dst, a, 32);
+        memcpy(dst + n - 32, b, 32);
+    } else if (n >= 16) {
+        char a[16], b[16];
+        memcpy(a, src, 16);
+        memcpy(b, src + n - 16, 16);
+        memcpy(dst, a, 16);
+        memcpy(dst + n - 16, b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else if (n > 0) {
+        char a = src[0], b = src[n / 2], c = src[n - 1];
+        dst[0] = a;
+        dst[n / 2] = b;
+        dst[n - 1] = c;
+    }
+}
+
+/* The unit walk, once per direction so the copy in the loop has no branch on it. */
+#define UNITS_WALK(COPY)                                                                        \
+    while (len > 0) {                                                                           \
+        int64_t src = U[i].src + in, n = U[i].len - in;                                         \
+        /* Units cut from one long block follow each other in memory too: one copy for all  \
+         * of them (units are sized for GPU warps; a CPU copies long runs faster whole). */  \
+        while (n < len && i + 1 < nu && U[i + 1].src == U[i].src + U[i].len) n += U[++i].len;    \
+        if (n > len) n = len;                                                                   \
+        COPY;                                                                                   \
+        pk += n;                                                                                \
+        len -= n;                                                                               \
+        in = 0;                                                                                 \
+        if (++i < nu) continue;                                                                 \
+        i = 0;                                                                                  \
+        for (int k = 0; k < L->ndims; k++) {                                                    \
+            roff += L->stride[k];                                                               \
+            if (++idx[k] < L->count[k]) break;                                                  \
+            roff -= idx[k] * L->stride[k];                                                      \
+            idx[k] = 0;                                                                         \
+        }                                                                                       \
+    }
+
 static void units(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, int64_t offset, int64_t len)
 {
     const gdte_unit_t *U = L->units;
+    const int64_t nu = L->nunits;
     int64_t rep = offset / L->rep_bytes, q = offset - rep * L->rep_bytes;
     int64_t idx[GDTE_MAX_DIMS], roff = L->disp;
     for (int k = 0; k < L->ndims; k++) {
@@ -93,23 +219,12 @@ static void units(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, int
         rep /= L->count[k];
         roff += idx[k] * L->stride[k];
     }
-    int64_t i = gdte_layout_find_unit(U, L->nunits, q);
+    int64_t i = gdte_layout_find_unit(U, nu, q);
     int64_t in = q - U[i].packed;
-    while (len > 0) {
-        int64_t n = U[i].len - in;
-        if (n > len) n = len;
-        MOVE(u + roff + U[i].src + in, pk, n);
-        pk += n;
-        len -= n;
-        in = 0;
-        if (++i < L->nunits) continue;
-        i = 0;
-        for (int k = 0; k < L->ndims; k++) {
-            roff += L->stride[k];
-            if (++idx[k] < L->count[k]) break;
-            roff -= idx[k] * L->stride[k];
-            idx[k] = 0;
-        }
+    if (dir == GDTE_DIR_PACK) {
+        UNITS_WALK(copy_any(pk, u + roff + src, n))
+    } else {
+        UNITS_WALK(copy_any(u + roff + src, pk, n))
     }
 }
 

@@ -25,16 +25,57 @@ static gdte_type_info_t info_of(gdte_type_h t)
 }
 
 /* Pack count elements and compare with the bytes at offs[] (elem bytes each). */
-static void check_gather(gdte_type_h t, int64_t count, const int64_t *offs, int64_t n, int64_t elem, int64_t span)
+/* offs[] are relative to the buffer; the type's origin is `origin` bytes into it. */
+static void check_gather_at(gdte_type_h t, int64_t count, const int64_t *offs, int64_t n, int64_t elem, int64_t span,
+                            int64_t origin)
 {
     unsigned char *buf = malloc((size_t)span), *out = malloc((size_t)(n * elem)), *exp = malloc((size_t)(n * elem));
     for (int64_t i = 0; i < span; i++) buf[i] = (unsigned char)(i * 31 + (i >> 9));
     for (int64_t i = 0; i < n; i++) memcpy(exp + i * elem, buf + offs[i], (size_t)elem);
     int64_t done = -1;
-    CHECK_OK(gdte_pack(buf, count, t, out, n * elem, NULL, &done));
+    CHECK_OK(gdte_pack(buf + origin, count, t, out, n * elem, NULL, &done));
     CHECK_EQ(done, n * elem);
     CHECK(!memcmp(out, exp, (size_t)(n * elem)));
     free(buf), free(out), free(exp);
+}
+
+static void check_gather(gdte_type_h t, int64_t count, const int64_t *offs, int64_t n, int64_t elem, int64_t span)
+{
+    check_gather_at(t, count, offs, n, elem, span, 0);
+}
+
+/* Fragments [a, b) at many places, packed and unpacked, against the same gather: the host
+ * executor's tiled and untiled paths start and stop anywhere. */
+static void check_fragments(gdte_type_h t, int64_t count, const int64_t *offs, int64_t n, int64_t elem, int64_t span,
+                            int64_t origin, uint64_t seed)
+{
+    tu_rng_t r = {seed};
+    int64_t total = n * elem;
+    unsigned char *buf = malloc((size_t)span), *exp = malloc((size_t)total), *out = malloc((size_t)total + 8);
+    unsigned char *back = malloc((size_t)span), *bexp = malloc((size_t)span);
+    for (int64_t i = 0; i < span; i++) buf[i] = (unsigned char)(i * 29 + (i >> 10));
+    for (int64_t i = 0; i < n; i++) memcpy(exp + i * elem, buf + offs[i], (size_t)elem);
+    int bad = 0;
+    for (int f = 0; f < 60 && !bad; f++) {
+        int64_t a = tu_range(&r, 0, total - 1), b = a + tu_range(&r, 1, f % 3 ? total - a : (total - a < 300 ? total - a : 300));
+        gdte_pack_params_t p = {.field_mask = GDTE_PACK_FIELD_OFFSET, .offset = a};
+        int64_t done = -1;
+        memset(out, 0xEE, (size_t)total + 8);
+        if (gdte_pack(buf + origin, count, t, out, b - a, &p, &done) != GDTE_OK || done != b - a ||
+            memcmp(out, exp + a, (size_t)(b - a)) || out[b - a] != 0xEE)
+            bad = 1;
+        /* unpack the same range into a poisoned copy: exactly those bytes change */
+        memset(back, 0x77, (size_t)span);
+        memcpy(bexp, back, (size_t)span);
+        for (int64_t q = a; q < b; q++) bexp[offs[q / elem] + q % elem] = exp[q];
+        if (gdte_unpack(exp + a, b - a, back + origin, count, t, &p, &done) != GDTE_OK || done != b - a ||
+            memcmp(back, bexp, (size_t)span))
+            bad = 2;
+        if (bad) fprintf(stderr, "fragment [%lld, %lld) of %lld: %s differs\n", (long long)a, (long long)b,
+                         (long long)total, bad == 1 ? "pack" : "unpack");
+    }
+    CHECK(!bad);
+    free(buf), free(exp), free(out), free(back), free(bexp);
 }
 
 static void test_vector_1e6(void)
@@ -228,10 +269,48 @@ static void test_transpose(void)
     for (int64_t j = 0; j < N; j++)
         for (int64_t i = 0; i < N; i++) offs[k++] = 8 * (i * N + j);
     check_gather(tr, 1, offs, N * N, 8, 8 * N * N);
+    check_fragments(tr, 1, offs, N * N, 8, 8 * N * N, 0, 1);
     free(offs);
     CHECK_OK(gdte_type_free(&tr));
     CHECK_OK(gdte_type_free(&colr));
     CHECK_OK(gdte_type_free(&col));
+    /* Shapes around the tiled path: a column count that is not a multiple of the tile, a
+     * negative row stride, 4-byte and 12-byte elements, two matrices (a third dimension),
+     * and count 2. Rows of R elements of `el` bytes, C columns taken, matrix pitch P. */
+    struct { int64_t R, C, el, neg, mats, count; } cases[] = {
+        {100, 37, 8, 0, 1, 1}, {64, 70, 4, 1, 1, 1}, {50, 33, 12, 0, 2, 1}, {40, 5, 8, 0, 1, 2}, {300, 64, 8, 0, 3, 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t R = cases[c].R, C = cases[c].C, el = cases[c].el, pitch = 300 * el, mats = cases[c].mats;
+        gdte_type_h e, colv, colrs, m, mm, all;
+        CHECK_OK(gdte_type_create_contiguous(el, CHR, &e));
+        /* column j: R elements `pitch` bytes apart (upwards if neg), then C columns */
+        CHECK_OK(gdte_type_create_hvector(R, 1, cases[c].neg ? -pitch : pitch, e, &colv));
+        CHECK_OK(gdte_type_create_resized(colv, 0, el, &colrs));
+        CHECK_OK(gdte_type_create_contiguous(C, colrs, &m));
+        CHECK_OK(gdte_type_create_hvector(mats, 1, R * pitch + 64, m, &mm));
+        CHECK_OK(gdte_type_create_resized(mm, 0, mats * (R * pitch + 64), &all));
+        gdte_type_info_t ai = info_of(all);
+        CHECK_EQ(ai.layout, GDTE_LAYOUT_STRIDED);
+        int64_t cnt = cases[c].count, n = cnt * mats * C * R, k = 0, base = cases[c].neg ? (R - 1) * pitch : 0;
+        int64_t *o = malloc((size_t)n * sizeof *o);
+        for (int64_t x = 0; x < cnt; x++)
+            for (int64_t q = 0; q < mats; q++)
+                for (int64_t j = 0; j < C; j++)
+                    for (int64_t i = 0; i < R; i++)
+                        o[k++] = base + x * mats * (R * pitch + 64) + q * (R * pitch + 64) + j * el +
+                                 (cases[c].neg ? -i : i) * pitch;
+        int64_t span = base + cnt * mats * (R * pitch + 64) + pitch;
+        /* upward rows start `base` bytes into the buffer */
+        check_gather_at(all, cnt, o, n, el, span, base);
+        check_fragments(all, cnt, o, n, el, span, base, 100 + c);
+        free(o);
+        CHECK_OK(gdte_type_free(&all));
+        CHECK_OK(gdte_type_free(&mm));
+        CHECK_OK(gdte_type_free(&m));
+        CHECK_OK(gdte_type_free(&colrs));
+        CHECK_OK(gdte_type_free(&colv));
+        CHECK_OK(gdte_type_free(&e));
+    }
 }
 
 static void test_units(void)
