@@ -130,6 +130,8 @@ static gdte_status_t req_new(struct gdte_comm *ctx, int is_send, const void *buf
     req->mem_kind = mi.kind;
     req->sig_hash = hash;
     req->sig_n = n;
+    /* Tests: buffers in emulated device memory take the device paths, run on the host. */
+    if (gdte_rdma_emulated()) req->on_dev = gdte_rdma_buffer_ok(req);
     req->info.tag = tag;
     req->info.peer = peer;
     HASH_ADD(hh, ctx->by_id, id, sizeof req->id, req);
@@ -231,7 +233,7 @@ gdte_status_t gdte_proto_send_nb(gdte_proto_ctx_h ctx, const void *buf, int64_t 
                 st = GDTE_ERR_NO_MEMORY;
                 goto err;
             }
-            if (req->on_dev) {
+            if (req->on_dev && gdte_rdma_gpu_work()) {
                 /* A kernel cannot write pageable memory: pack through the pinned bounce. */
                 if ((st = gdte_proto_pack_range(req, ctx->bounce, 0, req->size, 1)) != GDTE_OK ||
                     (st = gdte_gpu_stream_synchronize(gdte_proto_stream(req))) != GDTE_OK)
@@ -573,7 +575,7 @@ static gdte_status_t eager_recv_start(struct gdte_msg_req *req)
     gdte_status_t st = GDTE_OK;
     int64_t len = req->len;
     if (len > 0) {
-        if (!req->on_dev) {
+        if (!req->on_dev || !gdte_rdma_gpu_work()) {
             st = gdte_proto_unpack_range(req, req->eager_buf, 0, len, 0);
         } else if (req->contig) {
             st = gdte_gpu_memcpy((char *)req->buf + req->L.disp, req->eager_buf, (size_t)len);

@@ -67,7 +67,7 @@ static gdte_status_t provision(struct gdte_msg_req *req, gdte_slot_t *s, gdte_st
     int need_dev = req->on_dev && (ucx_dev_staging(req) || !zero_copy()) && !req->contig;
     if (need_host && !s->host && (st = gdte_stg_get(&ctx->pool, GDTE_STG_HOST, cls, req->frag, &s->host)) != GDTE_OK)
         return st;
-    if (need_dev && !s->dev && (st = gdte_stg_get(&ctx->pool, GDTE_STG_DEVICE, cls, req->frag, &s->dev)) != GDTE_OK)
+    if (need_dev && !s->dev && (st = gdte_rdma_alloc(ctx, cls, req->frag, 0, &s->dev)) != GDTE_OK)
         return st;
     return GDTE_OK;
 }
@@ -266,17 +266,17 @@ static gdte_status_t start_unpack(struct gdte_msg_req *req, gdte_slot_t *s)
     gdte_stream_t stream = gdte_proto_stream(req);
     if (req->contig) {
         /* ucx_cuda && contig is direct and never gets here. */
-        st = gdte_gpu_memcpy_async((char *)req->buf + req->L.disp + s->off, s->host->ptr, (size_t)s->len, stream);
+        st = gdte_rdma_copy(req, (char *)req->buf + req->L.disp + s->off, s->host->ptr, s->len);
     } else if (s->dev && !ucx_dev_staging(req)) {
-        st = gdte_gpu_memcpy_async(s->dev->ptr, s->host->ptr, (size_t)s->len, stream);
-        if (st == GDTE_OK) st = gdte_proto_unpack_range(req, s->dev->ptr, s->off, s->len, 1);
+        st = gdte_rdma_copy(req, s->dev->ptr, s->host->ptr, s->len);
+        if (st == GDTE_OK) st = gdte_proto_unpack_range(req, s->dev->ptr, s->off, s->len, gdte_rdma_gpu_work());
     } else {
-        st = gdte_proto_unpack_range(req, s->dev ? s->dev->ptr : s->host->ptr, s->off, s->len, 1);
+        st = gdte_proto_unpack_range(req, s->dev ? s->dev->ptr : s->host->ptr, s->off, s->len, gdte_rdma_gpu_work());
     }
-    if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev);
+    if (st == GDTE_OK) st = gdte_rdma_record(req, &s->ev);
     if (st != GDTE_OK) {
         /* Part of the work may be queued: let it finish before the staging goes back. */
-        gdte_gpu_stream_synchronize(stream);
+        if (gdte_rdma_gpu_work()) gdte_gpu_stream_synchronize(stream);
         return st;
     }
     s->state = GDTE_SLOT_UNPACKING;
@@ -330,7 +330,7 @@ static int recv_progress(struct gdte_msg_req *req)
             n++;
             break;
         case GDTE_SLOT_UNPACKING: {
-            gdte_status_t q = gdte_gpu_event_query(s->ev);
+            gdte_status_t q = gdte_rdma_query(s->ev);
             if (q == GDTE_INPROGRESS) break;
             req->outstanding--;
             n++;
@@ -431,18 +431,18 @@ static gdte_status_t start_pack(struct gdte_msg_req *req, gdte_slot_t *s)
     }
     gdte_stream_t stream = gdte_proto_stream(req);
     if (req->contig) {
-        st = gdte_gpu_memcpy_async(s->host->ptr, (char *)req->buf + req->L.disp + s->off, (size_t)s->len, stream);
+        st = gdte_rdma_copy(req, s->host->ptr, (char *)req->buf + req->L.disp + s->off, s->len);
     } else if (ucx_dev_staging(req)) {
-        st = gdte_proto_pack_range(req, s->dev->ptr, s->off, s->len, 1);
+        st = gdte_proto_pack_range(req, s->dev->ptr, s->off, s->len, gdte_rdma_gpu_work());
     } else if (s->dev) {
-        st = gdte_proto_pack_range(req, s->dev->ptr, s->off, s->len, 1);
-        if (st == GDTE_OK) st = gdte_gpu_memcpy_async(s->host->ptr, s->dev->ptr, (size_t)s->len, stream);
+        st = gdte_proto_pack_range(req, s->dev->ptr, s->off, s->len, gdte_rdma_gpu_work());
+        if (st == GDTE_OK) st = gdte_rdma_copy(req, s->host->ptr, s->dev->ptr, s->len);
     } else {
-        st = gdte_proto_pack_range(req, s->host->ptr, s->off, s->len, 1); /* zero copy */
+        st = gdte_proto_pack_range(req, s->host->ptr, s->off, s->len, gdte_rdma_gpu_work()); /* zero copy */
     }
-    if (st == GDTE_OK) st = gdte_proto_record(req, &s->ev);
+    if (st == GDTE_OK) st = gdte_rdma_record(req, &s->ev);
     if (st != GDTE_OK) {
-        gdte_gpu_stream_synchronize(stream);
+        if (gdte_rdma_gpu_work()) gdte_gpu_stream_synchronize(stream);
         return st;
     }
     s->state = GDTE_SLOT_PACKING;
@@ -484,7 +484,7 @@ static int send_progress(struct gdte_msg_req *req)
     for (int i = 0; i < req->nslots; i++) {
         gdte_slot_t *s = &req->slots[i];
         if (s->state != GDTE_SLOT_PACKING) continue;
-        gdte_status_t q = gdte_gpu_event_query(s->ev);
+        gdte_status_t q = gdte_rdma_query(s->ev);
         if (q == GDTE_INPROGRESS) continue;
         req->outstanding--;
         n++;

@@ -1,10 +1,11 @@
 /*
- * Device memory as the RDMA protocol sees it: allocation, IPC export/open/close, copies and
+ * Device memory as the protocols see it: allocation, IPC export/open/close, copies and
  * completion events. Normally the GPU runtime (src/gpu). For tests on machines without a GPU,
  * an emulation (gdte_proto_test_emulate_ipc) stands in: "device" buffers are POSIX shared
  * memory, an IPC handle is the segment's name, copies, packs and events are synchronous host
- * operations. The emulation exercises the whole RDMA protocol (rings, READY/DONE, credits,
- * shortcuts, mapping caches, fallbacks) between two processes; it says nothing about GPUs.
+ * operations. The emulation runs the device paths of both protocols (RDMA rings, READY/DONE,
+ * credits, shortcuts, mapping caches, fallbacks; copy-in/out's device staging and zero copy)
+ * between two processes; it says nothing about GPUs themselves.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
