@@ -9,6 +9,11 @@ bash tools/setup.sh >/dev/null
 rm -rf .deps && mkdir -p .deps/ucx/include .deps/ucx/lib/pkgconfig .deps/uthash/include
 cp -r /usr/include/ucp /usr/include/ucs /usr/include/uct /usr/include/ucm .deps/ucx/include/
 cp /usr/include/ut*.h .deps/uthash/include/
+# Open MPI's C headers (4.1.4), used only if the GPU machine has no mpi.h of its own; we then
+# link its libmpi.so.40 (4.1.6, same soname and ABI line).
+mkdir -p .deps/mpi/include
+cp /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h /usr/lib/x86_64-linux-gnu/openmpi/include/mpi_portable_platform.h \
+   /usr/lib/x86_64-linux-gnu/openmpi/include/mpi-ext.h .deps/mpi/include/
 cat > .deps/ucx/lib/pkgconfig/ucx.pc <<'PC'
 prefix=${pcfiledir}/../..
 includedir=${prefix}/include
