@@ -18,6 +18,45 @@ static inline void copy_n(char *dst, const char *src, int64_t n)
     }
 }
 
+/* Any length, fastest for the short blocks of irregular types: up to 64 bytes in two
+ * overlapping moves of a fixed size (both loaded before either is stored), so a unit costs
+ * a couple of branches instead of a memcpy call. */
+static inline void copy_any(char *dst, const char *src, int64_t n)
+{
+    if (n > 64) {
+        memcpy(dst, src, (size_t)n);
+    } else if (n >= 32) {
+        char a[32], b[32];
+        memcpy(a, src, 32);
+        memcpy(b, src + n - 32, 32);
+        memcpy(dst, a, 32);
+        memcpy(dst + n - 32, b, 32);
+    } else if (n >= 16) {
+        char a[16], b[16];
+        memcpy(a, src, 16);
+        memcpy(b, src + n - 16, 16);
+        memcpy(dst, a, 16);
+        memcpy(dst + n - 16, b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else if (n > 0) {
+        char a = src[0], b = src[n / 2], c = src[n - 1];
+        dst[0] = a;
+        dst[n / 2] = b;
+        dst[n - 1] = c;
+    }
+}
+
 #define MOVE(ubuf, pbuf, n)                                                                     \
     do {                                                                                        \
         if (dir == GDTE_DIR_PACK) copy_n((pbuf), (ubuf), (n)); else copy_n((ubuf), (pbuf), (n)); \
@@ -114,8 +153,15 @@ static void strided(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, i
             case 4: ROW_LOOP(4); break;
             case 8: ROW_LOOP(8); break;
             case 16: ROW_LOOP(16); break;
+            case 32: ROW_LOOP(32); break;
+            case 64: ROW_LOOP(64); break;
             default:
-                for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) MOVE(u + off, pk, bl);
+                if (bl <= 64 && dir == GDTE_DIR_PACK)
+                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) copy_any(pk, u + off, bl);
+                else if (bl <= 64)
+                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) copy_any(u + off, pk, bl);
+                else
+                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) MOVE(u + off, pk, bl);
             }
             (void)start;
             len -= rows * bl;
@@ -144,45 +190,6 @@ static void strided(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, i
             off -= idx[k] * L->stride[k];
             idx[k] = 0;
         }
-    }
-}
-
-/* Any length, fastest for the short blocks of irregular types: up to 64 bytes in two
- * overlapping moves of a fixed size (both loaded before either is stored), so a unit costs
- * a couple of branches instead of a memcpy call. */
-static inline void copy_any(char *dst, const char *src, int64_t n)
-{
-    if (n > 64) {
-        memcpy(dst, src, (size_t)n);
-    } else if (n >= 32) {
-        char a[32], b[32];
-        memcpy(a, src, 32);
-        memcpy(b, src + n - 32, 32);
-        memcpy(dst, a, 32);
-        memcpy(dst + n - 32, b, 32);
-    } else if (n >= 16) {
-        char a[16], b[16];
-        memcpy(a, src, 16);
-        memcpy(b, src + n - 16, 16);
-        memcpy(dst, a, 16);
-        memcpy(dst + n - 16, b, 16);
-    } else if (n >= 8) {
-        uint64_t a, b;
-        memcpy(&a, src, 8);
-        memcpy(&b, src + n - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, src, 4);
-        memcpy(&b, src + n - 4, 4);
-        memcpy(dst, &a, 4);
-        memcpy(dst + n - 4, &b, 4);
-    } else if (n > 0) {
-        char a = src[0], b = src[n / 2], c = src[n - 1];
-        dst[0] = a;
-        dst[n / 2] = b;
-        dst[n - 1] = c;
     }
 }
 
