@@ -169,16 +169,28 @@ static int is_predefined(const struct gdte_type *t)
     return t >= &predefined[0] && t < &predefined[GDTE_BASIC_COUNT_];
 }
 
+/* A handle found valid stays valid until some handle is freed or some type destroyed, which
+ * bumps this generation. Each thread remembers the last handle it validated, so the checks
+ * that every pack call makes (two per call) skip the locked lookup while nothing is freed. */
+static _Atomic uint64_t registry_gen = 1;
+static _Thread_local struct gdte_type *checked_type;
+static _Thread_local uint64_t checked_gen;
+
 gdte_status_t gdte_type_check(gdte_type_h t)
 {
     if (!t) return GDTE_ERR_INVALID_TYPE;
     if (is_predefined(t)) return GDTE_OK;
+    uint64_t gen = atomic_load_explicit(&registry_gen, memory_order_acquire);
+    if (t == checked_type && gen == checked_gen) return GDTE_OK;
     struct gdte_type *found;
     pthread_mutex_lock(&registry_lock);
     HASH_FIND_PTR(registry, &t, found);
     int ok = found && !found->user_freed;
     pthread_mutex_unlock(&registry_lock);
-    return ok ? GDTE_OK : GDTE_ERR_INVALID_TYPE;
+    if (!ok) return GDTE_ERR_INVALID_TYPE;
+    checked_type = t;
+    checked_gen = gen;
+    return GDTE_OK;
 }
 
 void gdte_type_retain(gdte_type_h t)
@@ -198,6 +210,7 @@ static void type_destroy(struct gdte_type *t)
 {
     pthread_mutex_lock(&registry_lock);
     HASH_DELETE(hh, registry, t);
+    atomic_fetch_add_explicit(&registry_gen, 1, memory_order_release);
     pthread_mutex_unlock(&registry_lock);
     if (t->backend_free && t->backend_slot) t->backend_free(t->backend_slot);
     if (t->plan) gdte_plan_free(t->plan);
@@ -700,7 +713,10 @@ GDTE_API gdte_status_t gdte_type_free(gdte_type_h *type_p)
     struct gdte_type *found;
     HASH_FIND_PTR(registry, &t, found);
     int ok = found && !found->user_freed;
-    if (ok) found->user_freed = 1;
+    if (ok) {
+        found->user_freed = 1;
+        atomic_fetch_add_explicit(&registry_gen, 1, memory_order_release);
+    }
     pthread_mutex_unlock(&registry_lock);
     if (!ok) return GDTE_ERR_INVALID_TYPE;
     *type_p = NULL;

@@ -77,6 +77,16 @@ static void test_handles(void)
     CHECK_ST(gdte_type_free(&th), GDTE_ERR_INVALID_TYPE);
     CHECK_ST(gdte_type_free(NULL), GDTE_ERR_INVALID_ARG);
 
+    /* a handle validated a moment ago (and remembered by the fast path) dies at its free */
+    gdte_type_h v, v_stale;
+    CHECK_OK(gdte_type_create_contiguous(3, INT, &v));
+    CHECK_OK(gdte_type_commit(v));
+    poison();
+    CHECK_OK(gdte_pack(in, 1, v, out, sizeof out, NULL, &done));
+    CHECK_OK(gdte_pack(in, 1, v, out, sizeof out, NULL, &done));
+    v_stale = v;
+    CHECK_OK(gdte_type_free(&v));
+    BAD(gdte_pack(in, 1, v_stale, out, sizeof out, NULL, &done), GDTE_ERR_INVALID_TYPE, done, SENT_DONE);
     /* a pointer that was never a handle */
     struct { uint64_t junk[32]; } fake = {{0}};
     gdte_type_h bogus = (gdte_type_h)&fake;
