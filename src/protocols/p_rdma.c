@@ -7,9 +7,9 @@
  *
  *   ring:  CTS (pack request, with credits) -> sender packs k into a free ring slot ->
  *          READY(k, slot) -> receiver copies the slot to local device memory and unpacks it
- *          (GDTE_RDMA_LOCAL_COPY=1: DONE as soon as the copy is done, so the sender refills
- *          early) or unpacks straight from the peer's slot (=0: DONE after the unpack) ->
- *          DONE(slot) frees the ring slot and returns a credit.
+ *          (GDTE_RDMA_LOCAL_COPY=1 and two GPUs: DONE as soon as the copy is done, so the
+ *          sender refills early) or unpacks straight from the peer's slot (=0, or one GPU:
+ *          DONE after the unpack) -> DONE(slot) frees the ring slot and returns a credit.
  *   contiguous sender:   the receiver unpacks straight from the sender's user buffer, then
  *                        FIN; the sender only waits (no ring, no pack).
  *   contiguous receiver: the sender packs straight into the receiver's user buffer, then FIN.
@@ -24,7 +24,14 @@
 
 #define RDMA_FRAG_MIN (256 << 10)
 
-static int local_copy(void) { return gdte_knob(GDTE_KNOB_RDMA_LOCAL_COPY) != 0; }
+/* GDTE_RDMA_LOCAL_COPY matters across GPUs, where reading a peer's memory from the unpack
+ * kernel is slower than one bulk copy (seed 001: 5-10%). On one GPU the ring already is local
+ * memory, and a copy would only add a third pass over the bytes to pack and unpack. */
+static int local_copy(const struct gdte_msg_req *req)
+{
+    if (!gdte_knob(GDTE_KNOB_RDMA_LOCAL_COPY)) return 0;
+    return gdte_rdma_emulated() || req->rts.pci != req->ctx->pci;
+}
 
 /* ---- IPC mappings of a peer's memory --------------------------------------------------------- */
 static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_gpu_ipc_handle_t *h,
@@ -260,7 +267,7 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
         if ((st = gdte_proto_slots_alloc(req, depth)) != GDTE_OK) return st;
     }
     int got = req->nslots;
-    if (local_copy()) {
+    if (local_copy(req)) {
         got = 0;
         for (int i = 0; i < req->nslots; i++) {
             gdte_slot_t *s = &req->slots[i];
