@@ -51,6 +51,8 @@ typedef struct node {
     char *desc;
 } node_t;
 
+static void fail(const node_t *n, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+
 static void fail(const node_t *n, const char *fmt, ...)
 {
     va_list ap;
