@@ -86,6 +86,116 @@ section_bench_pack() {
   grep -E "first use|bound|VERIFY" "$log" | sed 's/^ */  /' | tee -a "$SUMMARY"
 }
 
+# ==== protocols block (src/protocols, tests/protocols, bench/pingpong) =========================
+# Kept apart from the sections above. A second build tree, with UCX: headers from .deps/ucx
+# (tools/device_deps.sh; carry .deps), linked to the machine's own UCX runtime (libucp.so.0,
+# found with ldconfig and given link names in $PROTO_BUILD/ucx-lib), without MPI: the test and
+# the benchmark fork themselves into two processes (tests/protocols/twoproc.h).
+# Sections: protocols (2-rank tests: one GPU, and two GPUs when there are two), bench_pingpong
+# (CSV in $OUT/pingpong-<device>.csv, the layout of bench/results). Each program run has its own
+# timeout; to stay under the device tool's 10 minutes per command, run them as separate calls
+# (DEVICE_SECTIONS=protocols, then DEVICE_SECTIONS=bench_pingpong, splitting
+# DEVICE_PINGPONG_RUNS if needed). Environment: DEVICE_PROTO_BUILD_DIR, DEVICE_PROTO_TIMEOUT
+# (seconds per run, default 240), DEVICE_PINGPONG_SIZES (default 2048,4096,8192),
+# DEVICE_PINGPONG_ITERS (default 20), DEVICE_PINGPONG_RUNS ("gpus:protocol ...", default
+# "1:rdma 1:copyinout 2:rdma 2:copyinout"; two-GPU runs are skipped on one GPU).
+PROTO_BUILD=${DEVICE_PROTO_BUILD_DIR:-build-device-proto}
+PROTO_OK=0
+PROTO_NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+
+proto_build() {
+  [ "$PROTO_OK" = 1 ] && return 0
+  local log="$OUT/protocols_build.log" extra=()
+  [ -d .deps/ucx/include ] || { record proto_build skip "no .deps/ucx: run tools/device_deps.sh here, carry .deps"; return 1; }
+  [ -d .deps/uthash/include ] && extra+=(-DUTHASH_INCLUDE_DIR="$PWD/.deps/uthash/include")
+  mkdir -p "$PROTO_BUILD/ucx-lib/pkgconfig"
+  local l so
+  for l in ucp uct ucs ucm; do
+    so=$(ldconfig -p | awk -v n="lib$l.so.0" '$1 == n {print $NF; exit}')
+    [ -n "$so" ] && ln -sf "$so" "$PROTO_BUILD/ucx-lib/lib$l.so"
+  done
+  sed "s|^libdir=.*|libdir=$PWD/$PROTO_BUILD/ucx-lib|; s|^prefix=.*|prefix=$PWD/.deps/ucx|" \
+    .deps/ucx/lib/pkgconfig/ucx.pc >"$PROTO_BUILD/ucx-lib/pkgconfig/ucx.pc"
+  {
+    echo "== $(date -u +%FT%TZ) UCX runtime: $(ldconfig -p | grep -m1 'libucp.so.0')"
+    PKG_CONFIG_PATH="$PWD/$PROTO_BUILD/ucx-lib/pkgconfig" cmake -S . -B "$PROTO_BUILD" -G Ninja -DGDTE_GPU=CUDA \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DGDTE_WITH_MPI=OFF -DGDTE_WITH_UCX=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "${extra[@]}" &&
+      cmake --build "$PROTO_BUILD" -j "$JOBS" --target proto_test pingpong
+  } >"$log" 2>&1
+  if [ $? -eq 0 ]; then PROTO_OK=1; record proto_build ok "$PROTO_BUILD (CUDA, UCX, no MPI)"; return 0; fi
+  record proto_build FAIL "see protocols_build.log"; tail -30 "$log"; return 1
+}
+
+# proto_run NAME ENV... -- ARGS...: one two-process run of proto_test.
+proto_run() {
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local log="$OUT/protocols_$name.log"
+  timeout "${DEVICE_PROTO_TIMEOUT:-240}" env UCX_WARN_UNUSED_ENV_VARS=n "${envs[@]}" \
+    "$PROTO_BUILD/tests/protocols/proto_test" "$@" --fork >"$log" 2>&1
+  local rc=$?
+  local line
+  line=$(grep -E "^(random|semantics|kill|survivor)" "$log" | tail -1 | cut -c1-150)
+  case $rc in
+    0) record "proto:$name" ok "$line" ;;
+    77) record "proto:$name" skip "$(tail -1 "$log")" ;;
+    124) record "proto:$name" FAIL "timeout (${DEVICE_PROTO_TIMEOUT:-240} s)" ;;
+    *) record "proto:$name" FAIL "rc=$rc, see protocols_$name.log"; grep -m5 FAIL "$log" ;;
+  esac
+}
+
+section_protocols() {
+  proto_build || return
+  local g
+  for g in 1 2; do
+    if [ "$g" = 2 ] && [ "${PROTO_NGPU:-0}" -lt 2 ]; then record "proto:${g}gpu" skip "one GPU here"; continue; fi
+    local d=(--mem device --gpus "$g")
+    proto_run "rdma_random_${g}gpu" GDTE_LOG=warn -- random "${d[@]}" --protocol rdma --expect-protocol rdma --cases 60
+    proto_run "rdma_random_peer_unpack_${g}gpu" GDTE_RDMA_LOCAL_COPY=0 GDTE_PIPELINE_DEPTH=2 -- \
+      random "${d[@]}" --protocol rdma --expect-protocol rdma --cases 40 --seed 5
+    proto_run "rdma_semantics_${g}gpu" GDTE_LOG=warn -- semantics "${d[@]}" --protocol rdma
+    proto_run "copyinout_random_${g}gpu" GDTE_LOG=warn -- random "${d[@]}" --protocol copyinout \
+      --expect-protocol copyinout --cases 60
+    proto_run "copyinout_random_nozerocopy_${g}gpu" GDTE_ZERO_COPY=off -- random "${d[@]}" --protocol copyinout \
+      --cases 40 --seed 6
+    proto_run "auto_semantics_${g}gpu" GDTE_LOG=warn -- semantics "${d[@]}" --protocol auto
+    proto_run "rdma_kill_receiver_${g}gpu" GDTE_TIMEOUT=5 -- kill-receiver "${d[@]}" --protocol rdma
+  done
+}
+
+section_bench_pingpong() {
+  proto_build || return
+  local csv="" run g p part log rc
+  for run in ${DEVICE_PINGPONG_RUNS:-1:rdma 1:copyinout 2:rdma 2:copyinout}; do
+    g=${run%%:*}; p=${run#*:}
+    if [ "$g" = 2 ] && [ "${PROTO_NGPU:-0}" -lt 2 ]; then record "pingpong:$run" skip "one GPU here"; continue; fi
+    part="$OUT/pingpong-part-${g}gpu-$p.csv"; log="$OUT/pingpong-${g}gpu-$p.log"
+    timeout "${DEVICE_PROTO_TIMEOUT:-240}" env UCX_WARN_UNUSED_ENV_VARS=n "$PROTO_BUILD/bench/pingpong/pingpong" --fork \
+      --mem device --gpus "$g" --protocol "$p" --sizes "${DEVICE_PINGPONG_SIZES:-2048,4096,8192}" \
+      --iters "${DEVICE_PINGPONG_ITERS:-20}" --csv "$part" >"$log" 2>&1
+    rc=$?
+    case $rc in
+      0) record "pingpong:$run" ok "$(($(wc -l <"$part") - 1)) rows" ;;
+      77) record "pingpong:$run" skip "$(tail -1 "$log")"; continue ;;
+      *) record "pingpong:$run" FAIL "rc=$rc, see $(basename "$log")" ;;
+    esac
+    [ -s "$part" ] || continue
+    if [ -z "$csv" ]; then csv="$OUT/pingpong-$(sed -n 2p "$part" | cut -d, -f1).csv"; : >"$csv"; fi
+    if [ ! -s "$csv" ]; then cat "$part" >"$csv"; else tail -n +2 "$part" >>"$csv"; fi
+  done
+  if [ -n "$csv" ]; then
+    echo "== bench/pingpong, default settings: layout vs contiguous through gdte ($(basename "$csv")) =="
+    awk -F, 'NR > 1 && $4 != "contig" && ($7 == 0 || $4 == "rawcopy") && ($8 == 4 || $4 == "rawcopy") {
+               printf "%d GPU %-10s %-10s %11d B %10.1f us %8.1f GB/s  x%s\n", $3, $4, $5, $6, $9, $10, $11 }' "$csv" |
+      tee -a "$SUMMARY"
+  fi
+}
+
+[ -z "${DEVICE_SECTIONS:-}" ] && SECTIONS="$SECTIONS protocols bench_pingpong"
+# ==== end of protocols block =====================================================================
+
 for s in $SECTIONS; do
   if declare -F "section_$s" >/dev/null; then "section_$s"; else record "$s" skip "no such section"; fi
 done

@@ -13,6 +13,8 @@
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,20 +53,43 @@ static inline void tp_abort(int code)
     _exit(code);
 }
 
+/* One direction only (a broadcast from rank 0). */
+static inline void tp_xfer_dir(const void *buf, size_t len, int sending)
+{
+    size_t done = 0;
+    while (done < len) {
+        struct pollfd pf = {.fd = tp.fd, .events = (short)(sending ? POLLOUT : POLLIN)};
+        if (poll(&pf, 1, -1) < 0) {
+            if (errno == EINTR) continue;
+            tp_abort(3);
+        }
+        ssize_t k = sending ? write(tp.fd, (const char *)buf + done, len - done)
+                            : read(tp.fd, (char *)buf + done, len - done);
+        if (k == 0 && !sending) tp_abort(3);
+        if (k < 0 && errno != EINTR && errno != EAGAIN) tp_abort(3);
+        if (k > 0) done += (size_t)k;
+    }
+}
+
+/* Send `len` bytes and receive `len` bytes at once; non-blocking, so two large exchanges in
+ * opposite directions cannot block each other on full socket buffers. */
 static inline void tp_xfer(const void *out, void *in, size_t len)
 {
     const char *o = out;
     char *i = in;
     size_t w = 0, r = 0;
-    /* Both sides write then read; a socketpair buffers far more than any exchange here, but
-     * interleave anyway so a large one cannot deadlock. */
     while (w < len || r < len) {
-        if (w < len) {
-            ssize_t k = write(tp.fd, o + w, len - w > 65536 ? 65536 : len - w);
+        struct pollfd pf = {.fd = tp.fd, .events = (short)((w < len ? POLLOUT : 0) | (r < len ? POLLIN : 0))};
+        if (poll(&pf, 1, -1) < 0) {
+            if (errno == EINTR) continue;
+            tp_abort(3);
+        }
+        if (w < len && (pf.revents & POLLOUT)) {
+            ssize_t k = write(tp.fd, o + w, len - w);
             if (k < 0 && errno != EINTR && errno != EAGAIN) tp_abort(3);
             if (k > 0) w += (size_t)k;
         }
-        if (r < len) {
+        if (r < len && (pf.revents & (POLLIN | POLLHUP))) {
             ssize_t k = read(tp.fd, i + r, len - r);
             if (k == 0) tp_abort(3); /* the other process is gone */
             if (k < 0 && errno != EINTR && errno != EAGAIN) tp_abort(3);
@@ -72,6 +97,9 @@ static inline void tp_xfer(const void *out, void *in, size_t len)
         }
     }
 }
+
+static inline void tp_send_only(const void *p, size_t len) { tp_xfer_dir(p, len, 1); }
+static inline void tp_recv_only(void *p, size_t len) { tp_xfer_dir(p, len, 0); }
 
 /* Fork mode is chosen by --fork anywhere in argv (removed from it), or by the absence of an
  * MPI launcher. */
@@ -115,6 +143,7 @@ static inline void tp_init(int *argc, char ***argv)
     tp.child = p;
     tp.fd = sv[p == 0 ? 1 : 0];
     close(sv[p == 0 ? 0 : 1]);
+    fcntl(tp.fd, F_SETFL, fcntl(tp.fd, F_GETFL) | O_NONBLOCK);
 }
 
 static inline int tp_allgather(const void *mine, size_t len, void *all, void *arg)
@@ -148,10 +177,8 @@ static inline void tp_bcast(void *p, size_t len)
         return;
     }
 #endif
-    char *tmp = malloc(len);
-    tp_xfer(p, tmp, len);
-    if (tp.rank == 1) memcpy(p, tmp, len);
-    free(tmp);
+    if (tp.rank == 0) tp_send_only(p, len);
+    else tp_recv_only(p, len);
 }
 
 static inline int tp_sum(int v)
