@@ -569,8 +569,9 @@ static gdte_status_t import_rec(MPI_Datatype dt, gdte_type_h *t_p)
     int ni, na, nd, comb, flag = 0;
     if (MPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS) return GDTE_ERR_INVALID_TYPE;
     if (comb_predefined(comb)) {
+        /* committed before it is published: the hit path hands table entries out as they are */
         if ((st = build_named(dt, comb, &t)) != GDTE_OK) return st;
-        if ((st = named_insert(dt, t)) != GDTE_OK) {
+        if ((st = gdte_type_commit(t)) != GDTE_OK || (st = named_insert(dt, t)) != GDTE_OK) {
             gdte_type_release(t);
             return st;
         }

@@ -83,6 +83,20 @@ static void check_derived(MPI_Datatype *dt, int count, const char *what)
     MPI_Type_free(dt);
 }
 
+/* A predefined type first met as a child must come out committed when asked for itself. */
+static void test_named_first_as_child(void)
+{
+    MPI_Datatype t;
+    MPI_Type_contiguous(2, MPI_LONG_DOUBLE_INT, &t);
+    check_derived(&t, 2, "contiguous of long double + int");
+    gdte_type_h g;
+    gdte_type_info_t in;
+    CHECK_OK(gdte_mpi_type_import(MPI_LONG_DOUBLE_INT, &g));
+    CHECK_OK(gdte_type_get_info(g, &in));
+    CHECK(in.committed);
+    check_import(MPI_LONG_DOUBLE_INT, 3, "MPI_LONG_DOUBLE_INT after its parent");
+}
+
 static void test_named(void)
 {
     struct { MPI_Datatype dt; const char *name; } named[] = {
@@ -402,6 +416,7 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (gdte_init(NULL) != GDTE_OK) return 1;
     test_bad_input();
+    test_named_first_as_child();
     test_named();
     test_f90();
     test_combiners();
