@@ -409,14 +409,16 @@ GDTE_API gdte_status_t gdte_msg_isend(gdte_comm_h comm, const void *buf, int64_t
                                       gdte_msg_req_h *req_p);
 /** Start receiving up to @p count elements of @p type into @p buf from @p peer
  * (or GDTE_ANY_PEER). A longer message completes with GDTE_ERR_TRUNCATE, having written the
- * bytes that fit and nothing past them; a shorter one delivers whole elements; a message whose
- * signature differs completes with GDTE_ERR_MISMATCH and writes nothing. */
+ * bytes that fit and nothing past them; a shorter one is delivered as it is (status bytes); a
+ * message whose signature differs from the receive's (or from that of as many whole receive
+ * elements, when shorter) completes with GDTE_ERR_MISMATCH and writes nothing. */
 GDTE_API gdte_status_t gdte_msg_irecv(gdte_comm_h comm, void *buf, int64_t count, gdte_type_h type, int peer,
                                       uint64_t tag, const gdte_msg_params_t *params, gdte_msg_req_h *req_p);
 /** Progress, then: GDTE_INPROGRESS if the request is still in flight; otherwise its final
  * status (GDTE_OK or an error), *status_p filled if not NULL, the request freed and *req_p set
  * to NULL. A NULL *req_p is GDTE_OK with nothing to do. A send whose receiver reported
- * GDTE_ERR_MISMATCH fails with it; on GDTE_ERR_TRUNCATE the send succeeds (as in MPI). */
+ * GDTE_ERR_MISMATCH fails with it (a small message sent eagerly completes before the receiver
+ * checks it, and succeeds); on GDTE_ERR_TRUNCATE the send succeeds (as in MPI). */
 GDTE_API gdte_status_t gdte_msg_test(gdte_msg_req_h *req_p, gdte_msg_status_t *status_p);
 /** gdte_msg_test until it is not GDTE_INPROGRESS. */
 GDTE_API gdte_status_t gdte_msg_wait(gdte_msg_req_h *req_p, gdte_msg_status_t *status_p);
