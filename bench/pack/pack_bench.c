@@ -9,9 +9,10 @@
  *   perblock  one async copy per contiguous block (what MPIs do today); layouts of more than
  *             PERBLOCK_MAX blocks are timed on their first PERBLOCK_MAX blocks and scaled to
  *             the whole count (printed as such in the log)
- * Timing: device events around each sample; a sample is K back-to-back operations (K > 1 only
- * for layouts under 16 MiB, so launch gaps do not decide the result), warm-up first, median
- * of RUNS samples. The first use of an uncached T (plan not yet on the device) is timed on the
+ * Timing: device events around each sample, warm-up first, median of RUNS samples. Layouts
+ * under 16 MiB: a sample is 20 operations captured once into a graph and replayed (GPU time
+ * without launch gaps or gdte's host work, for every method alike; the log also prints the
+ * plain stream times, launches included). Larger layouts: one operation per sample. The first use of an uncached T (plan not yet on the device) is timed on the
  * host clock around a blocking gdte_pack, against the same clock for the cached plan.
  * Every gdte result is checked once against the host executor before it is timed.
  *
@@ -159,24 +160,38 @@ static void list_blocks(bcase_t *c)
     c->nlist = n;
 }
 
-/* Median time (us) of one operation. */
-static double time_op(bcase_t *c, op_fn op, gdte_dir_t dir, int runs, int k)
+/* Median time (us) of one operation. With `graph`, the K operations of a sample are captured
+ * once into a graph and each sample replays it: the GPU's time without launch gaps and
+ * without gdte's host work (small layouts, where a launch costs as much as the copy). */
+static double time_op(bcase_t *c, op_fn op, gdte_dir_t dir, int runs, int k, int graph)
 {
     gdte_gpu_event_t a, b;
+    gdte_gpu_graph_t g = NULL;
     CK(gdte_gpu_event_create(&a, 1));
     CK(gdte_gpu_event_create(&b, 1));
     for (int i = 0; i < WARMUP; i++) op(c, dir);
     CK(gdte_gpu_stream_synchronize(S));
+    if (graph) {
+        CK(gdte_gpu_capture_begin(S));
+        for (int i = 0; i < k; i++) op(c, dir);
+        CK(gdte_gpu_capture_end(S, &g));
+        for (int i = 0; i < WARMUP; i++) CK(gdte_gpu_graph_launch(g, S));
+        CK(gdte_gpu_stream_synchronize(S));
+    }
     double v[64];
     for (int r = 0; r < runs; r++) {
         CK(gdte_gpu_event_record(a, S));
-        for (int i = 0; i < k; i++) op(c, dir);
+        if (graph)
+            CK(gdte_gpu_graph_launch(g, S));
+        else
+            for (int i = 0; i < k; i++) op(c, dir);
         CK(gdte_gpu_event_record(b, S));
         CK(gdte_gpu_event_synchronize(b));
         float ms;
         CK(gdte_gpu_event_elapsed_ms(a, b, &ms));
         v[r] = ms * 1000.0 / k;
     }
+    if (g) CK(gdte_gpu_graph_destroy(g));
     CK(gdte_gpu_event_destroy(a));
     CK(gdte_gpu_event_destroy(b));
     return median(v, runs);
@@ -351,17 +366,22 @@ static void run_case(const char *name)
     } else {
         printf("  verified against the host executor (pack, and unpack into scribbled memory)\n");
     }
-    int k = c.n < (16 << 20) ? 20 : 1;
+    /* Small layouts: 20 operations per sample, replayed from a graph (see time_op); the
+     * launch-inclusive stream times are printed beside them. */
+    int small = c.n < (16 << 20), k = small ? 20 : 1;
     for (int d = 0; d < 2; d++) {
         gdte_dir_t dir = d ? GDTE_DIR_UNPACK : GDTE_DIR_PACK;
-        double mc = time_op(&c, op_memcpy, dir, RUNS, k);
+        double mc = time_op(&c, op_memcpy, dir, RUNS, k, small);
         if (c.n >= (256 << 20) && d == 0) dram_bytes_per_us = 2.0 * c.n / mc;
         row(name, "memcpy", dir, c.n, mc, mc);
-        double g = time_op(&c, op_gdte, dir, RUNS, k);
+        double g = time_op(&c, op_gdte, dir, RUNS, k, small);
         row(name, "gdte", dir, c.n, g, mc);
-        if (is_vector(&c)) row(name, "memcpy2d", dir, c.n, time_op(&c, op_memcpy2d, dir, RUNS, k), mc);
+        if (small)
+            printf("  (stream, launches included: memcpy %.1f us, gdte %.1f us)\n",
+                   time_op(&c, op_memcpy, dir, RUNS, k, 0), time_op(&c, op_gdte, dir, RUNS, k, 0));
+        if (is_vector(&c)) row(name, "memcpy2d", dir, c.n, time_op(&c, op_memcpy2d, dir, RUNS, k, small), mc);
         if (d == 0) list_blocks(&c);
-        double pb = time_op(&c, op_perblock, dir, PERBLOCK_RUNS, 1);
+        double pb = time_op(&c, op_perblock, dir, PERBLOCK_RUNS, 1, 0);
         if (c.nlist < c.nblocks) {
             printf("  (perblock: timed %lld of %lld blocks, scaled)\n", (long long)c.nlist, (long long)c.nblocks);
             pb *= (double)c.nblocks / (double)c.nlist;

@@ -57,7 +57,9 @@ gdte_status_t gdte_gpu_mem_range(const void *ptr, void **base_p, size_t *size_p)
 gdte_status_t gdte_gpu_memset(void *ptr, int value, size_t size);
 gdte_status_t gdte_gpu_memset_async(void *ptr, int value, size_t size, gdte_stream_t s);
 
-/* Copies: any direction (the runtime infers it from unified addresses). */
+/* Copies: any direction (the runtime infers it from unified addresses). gdte_gpu_memcpy
+ * returns when the bytes are at `dst`, also from pageable host memory (where the runtime's
+ * own blocking copy may return before its last DMA lands). */
 gdte_status_t gdte_gpu_memcpy(void *dst, const void *src, size_t size);
 gdte_status_t gdte_gpu_memcpy_async(void *dst, const void *src, size_t size, gdte_stream_t s);
 gdte_status_t gdte_gpu_memcpy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch,
@@ -79,6 +81,14 @@ gdte_status_t gdte_gpu_event_synchronize(gdte_gpu_event_t e);
 gdte_status_t gdte_gpu_event_elapsed_ms(gdte_gpu_event_t start, gdte_gpu_event_t stop, float *ms_p);
 gdte_status_t gdte_gpu_stream_wait_event(gdte_stream_t s, gdte_gpu_event_t e);
 gdte_status_t gdte_gpu_device_synchronize(void);
+
+/* Graphs: what is queued on `s` between capture_begin and capture_end, replayed by
+ * graph_launch (benchmarks: replays have no launch gaps; repeated identical packs). */
+typedef void *gdte_gpu_graph_t;
+gdte_status_t gdte_gpu_capture_begin(gdte_stream_t s);
+gdte_status_t gdte_gpu_capture_end(gdte_stream_t s, gdte_gpu_graph_t *g_p);
+gdte_status_t gdte_gpu_graph_launch(gdte_gpu_graph_t g, gdte_stream_t s);
+gdte_status_t gdte_gpu_graph_destroy(gdte_gpu_graph_t g);
 
 /* IPC: handles are opaque bytes, sent to a peer process as they are. */
 #define GDTE_GPU_IPC_HANDLE_BYTES 64

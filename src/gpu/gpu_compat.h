@@ -61,6 +61,8 @@ typedef cudaEvent_t hipEvent_t;
 typedef struct cudaDeviceProp hipDeviceProp_t;
 typedef struct cudaPointerAttributes hipPointerAttribute_t;
 typedef cudaIpcMemHandle_t hipIpcMemHandle_t;
+typedef cudaGraph_t hipGraph_t;
+typedef cudaGraphExec_t hipGraphExec_t;
 
 #define hipSuccess cudaSuccess
 #define hipErrorNotReady cudaErrorNotReady
@@ -131,6 +133,14 @@ typedef cudaIpcMemHandle_t hipIpcMemHandle_t;
 #define hipIpcMemLazyEnablePeerAccess cudaIpcMemLazyEnablePeerAccess
 
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamCaptureModeRelaxed cudaStreamCaptureModeRelaxed
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipGraphDestroy cudaGraphDestroy
 
 
 static inline int gdte_compat_attr_kind(const hipPointerAttribute_t *a)

@@ -47,6 +47,10 @@ gdte_status_t gdte_gpu_event_synchronize(gdte_gpu_event_t e) { (void)e; return G
 gdte_status_t gdte_gpu_event_elapsed_ms(gdte_gpu_event_t a, gdte_gpu_event_t b, float *ms) { (void)a; (void)b; (void)ms; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_stream_wait_event(gdte_stream_t s, gdte_gpu_event_t e) { (void)s; (void)e; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_device_synchronize(void) { return GDTE_OK; }
+gdte_status_t gdte_gpu_capture_begin(gdte_stream_t s) { (void)s; return GDTE_ERR_NO_DEVICE; }
+gdte_status_t gdte_gpu_capture_end(gdte_stream_t s, gdte_gpu_graph_t *g) { (void)s; (void)g; return GDTE_ERR_NO_DEVICE; }
+gdte_status_t gdte_gpu_graph_launch(gdte_gpu_graph_t g, gdte_stream_t s) { (void)g; (void)s; return GDTE_ERR_NO_DEVICE; }
+gdte_status_t gdte_gpu_graph_destroy(gdte_gpu_graph_t g) { (void)g; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_ipc_get_handle(void *p, gdte_gpu_ipc_handle_t *h) { (void)p; (void)h; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_ipc_open(const gdte_gpu_ipc_handle_t *h, void **p) { (void)h; (void)p; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_ipc_close(void *p) { (void)p; return GDTE_ERR_NO_DEVICE; }

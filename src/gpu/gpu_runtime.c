@@ -293,7 +293,10 @@ gdte_status_t gdte_gpu_memset_async(void *ptr, int value, size_t size, gdte_stre
 gdte_status_t gdte_gpu_memcpy(void *dst, const void *src, size_t size)
 {
     NEED_DEVICE();
-    if (size) CHECK(hipMemcpy(dst, src, size, hipMemcpyDefault));
+    if (!size) return GDTE_OK;
+    /* The stream's synchronize, not the copy's return, says the DMA is done. */
+    CHECK(hipMemcpyAsync(dst, src, size, hipMemcpyDefault, NULL));
+    CHECK(hipStreamSynchronize(NULL));
     return GDTE_OK;
 }
 
@@ -406,6 +409,41 @@ gdte_status_t gdte_gpu_device_synchronize(void)
 {
     if (!available) return GDTE_OK;
     CHECK(hipDeviceSynchronize());
+    return GDTE_OK;
+}
+
+/* ---- graphs ---- */
+gdte_status_t gdte_gpu_capture_begin(gdte_stream_t s)
+{
+    NEED_DEVICE();
+    CHECK(hipStreamBeginCapture((hipStream_t)s, hipStreamCaptureModeRelaxed));
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_gpu_capture_end(gdte_stream_t s, gdte_gpu_graph_t *g_p)
+{
+    NEED_DEVICE();
+    hipGraph_t g;
+    hipGraphExec_t x;
+    CHECK(hipStreamEndCapture((hipStream_t)s, &g));
+    hipError_t e = hipGraphInstantiateWithFlags(&x, g, 0);
+    (void)hipGraphDestroy(g);
+    CHECK(e);
+    *g_p = (gdte_gpu_graph_t)x;
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_gpu_graph_launch(gdte_gpu_graph_t g, gdte_stream_t s)
+{
+    NEED_DEVICE();
+    CHECK(hipGraphLaunch((hipGraphExec_t)g, (hipStream_t)s));
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_gpu_graph_destroy(gdte_gpu_graph_t g)
+{
+    NEED_DEVICE();
+    if (g) CHECK(hipGraphExecDestroy((hipGraphExec_t)g));
     return GDTE_OK;
 }
 

@@ -53,16 +53,99 @@ struct dp_slot {
     dp_entry_t *entries;
 };
 
+/* Plan memory comes from slabs kept for the process, carved first fit: a cudaMalloc of a few
+ * MiB costs hundreds of microseconds, more than packing a whole triangle, so a first use must
+ * not pay one. Slabs live until gdte_finalize; GDTE_CACHE_MAX bounds the plans in them. */
+#define SLAB_BYTES ((size_t)32 << 20)
+#define MAX_SLABS 256
+typedef struct dp_range {
+    char *p;
+    size_t n;
+    int slab;
+    struct dp_range *next; /* free list, by address */
+} dp_range_t;
+
 typedef struct dp_device {
     gdte_stream_t copy_stream;
     gdte_gpu_event_t events[PIPE_MAX_CHUNKS];
     int ready;
+    char *slab[MAX_SLABS];
+    size_t slab_bytes[MAX_SLABS];
+    int nslabs;
+    dp_range_t *free_list;
 } dp_device_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static dp_entry_t *lru_head, *lru_tail;
 static int64_t cached_bytes, nentries, uploads, evictions, hits, misses;
 static dp_device_t devices[MAX_DEVICES];
+
+static void range_insert(dp_device_t *d, char *p, size_t n, int slab)
+{
+    dp_range_t **pp = &d->free_list;
+    while (*pp && (*pp)->p < p) pp = &(*pp)->next;
+    dp_range_t *next = *pp, *prev = NULL;
+    for (dp_range_t *r = d->free_list; r && r != next; r = r->next) prev = r;
+    if (prev && prev->slab == slab && prev->p + prev->n == p) { /* grow the one before */
+        prev->n += n;
+        if (next && next->slab == slab && prev->p + prev->n == next->p) {
+            prev->n += next->n;
+            prev->next = next->next;
+            free(next);
+        }
+        return;
+    }
+    if (next && next->slab == slab && p + n == next->p) { /* grow the one after */
+        next->p = p;
+        next->n += n;
+        return;
+    }
+    dp_range_t *r = malloc(sizeof *r);
+    if (!r) return; /* the range is lost to the pool until finalize: harmless */
+    *r = (dp_range_t){p, n, slab, next};
+    *pp = r;
+}
+
+static gdte_status_t pool_alloc(int dev, size_t n, void **p_out)
+{
+    if (dev < 0 || dev >= MAX_DEVICES) return GDTE_ERR_INVALID_ARG;
+    dp_device_t *d = &devices[dev];
+    n = (n + 255) & ~(size_t)255;
+    for (dp_range_t **pp = &d->free_list; *pp; pp = &(*pp)->next) {
+        dp_range_t *r = *pp;
+        if (r->n < n) continue;
+        *p_out = r->p;
+        r->p += n;
+        r->n -= n;
+        if (!r->n) {
+            *pp = r->next;
+            free(r);
+        }
+        return GDTE_OK;
+    }
+    if (d->nslabs == MAX_SLABS) return GDTE_ERR_NO_DEVICE_MEMORY;
+    size_t sz = n > SLAB_BYTES ? n : SLAB_BYTES;
+    char *b;
+    gdte_status_t st = gdte_gpu_malloc((void **)&b, sz);
+    if (st != GDTE_OK) return st;
+    int k = d->nslabs++;
+    d->slab[k] = b;
+    d->slab_bytes[k] = sz;
+    if (sz > n) range_insert(d, b + n, sz - n, k);
+    *p_out = b;
+    return GDTE_OK;
+}
+
+/* Back to the pool once the device is idle: a queued kernel may still read these units. */
+static void pool_free(int dev, void *p, size_t n)
+{
+    dp_device_t *d = &devices[dev];
+    n = (n + 255) & ~(size_t)255;
+    int k = 0;
+    while (k < d->nslabs && !((char *)p >= d->slab[k] && (char *)p < d->slab[k] + d->slab_bytes[k])) k++;
+    gdte_gpu_device_synchronize();
+    range_insert(d, (char *)p, n, k);
+}
 
 static void lru_unlink(dp_entry_t *e)
 {
@@ -87,7 +170,7 @@ static void entry_destroy(dp_entry_t *e)
     if (gdte_gpu_available()) {
         if (e->device != cur && cur >= 0) gdte_gpu_set_device(e->device);
         if (e->ready) gdte_gpu_event_destroy(e->ready);
-        gdte_gpu_free(e->dunits);
+        pool_free(e->device, e->dunits, (size_t)e->bytes);
         if (e->device != cur && cur >= 0) gdte_gpu_set_device(cur);
     }
     cached_bytes -= e->bytes;
@@ -183,7 +266,7 @@ static gdte_status_t entry_new(dp_slot_t *s, int dev, int64_t nunits, int64_t nr
     e->slot = s;
     e->device = dev;
     e->bytes = nunits * (int64_t)sizeof(gdte_unit_t) + nruns * (int64_t)sizeof(gdte_run_t);
-    gdte_status_t st = gdte_gpu_malloc((void **)&e->dunits, (size_t)e->bytes);
+    gdte_status_t st = pool_alloc(dev, (size_t)e->bytes, (void **)&e->dunits);
     if (st == GDTE_ERR_NO_DEVICE_MEMORY && lru_tail) {
         /* Make room from the cache before giving up. */
         dp_entry_t *v = lru_tail;
@@ -197,7 +280,7 @@ static gdte_status_t entry_new(dp_slot_t *s, int dev, int64_t nunits, int64_t nr
             slot_unlink(v);
             entry_destroy(v);
             evictions++;
-            st = gdte_gpu_malloc((void **)&e->dunits, (size_t)e->bytes);
+            st = pool_alloc(dev, (size_t)e->bytes, (void **)&e->dunits);
             v = prev;
         }
     }
@@ -273,7 +356,7 @@ gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
                 st = gdte_gpu_memcpy_async(e->dunits, hu, (size_t)n * sizeof *hu, NULL);
             if (st == GDTE_OK) st = gdte_gpu_stream_synchronize(NULL);
             if (st != GDTE_OK) {
-                gdte_gpu_free(e->dunits);
+                pool_free(dev, e->dunits, (size_t)e->bytes);
                 free(e);
                 e = NULL;
             } else {
@@ -342,7 +425,7 @@ fail:
     /* Let queued work that may read these units drain before the memory goes back. */
     gdte_gpu_device_synchronize();
     if (e->ready) gdte_gpu_event_destroy(e->ready);
-    gdte_gpu_free(e->dunits);
+    pool_free(dev, e->dunits, (size_t)e->bytes);
     free(e);
     return st;
 }
@@ -438,11 +521,21 @@ void gdte_devplan_finalize(void)
         int cur = gdte_gpu_current_device();
         for (int i = 0; i < MAX_DEVICES; i++) {
             dp_device_t *d = &devices[i];
-            if (!d->ready) continue;
+            if (!d->ready && !d->nslabs) continue;
             if (i != cur) gdte_gpu_set_device(i);
-            for (int k = 0; k < PIPE_MAX_CHUNKS; k++) gdte_gpu_event_destroy(d->events[k]);
-            gdte_gpu_stream_destroy(d->copy_stream);
+            if (d->ready) {
+                for (int k = 0; k < PIPE_MAX_CHUNKS; k++) gdte_gpu_event_destroy(d->events[k]);
+                gdte_gpu_stream_destroy(d->copy_stream);
+            }
+            for (int k = 0; k < d->nslabs; k++) gdte_gpu_free(d->slab[k]);
             if (i != cur) gdte_gpu_set_device(cur);
+        }
+    }
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        while (devices[i].free_list) {
+            dp_range_t *r = devices[i].free_list;
+            devices[i].free_list = r->next;
+            free(r);
         }
     }
     memset(devices, 0, sizeof devices);

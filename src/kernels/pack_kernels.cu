@@ -83,6 +83,7 @@ struct strided_args {
     int64_t row0, nrows;
     int64_t y0, rpt, tpr; /* tile: y0 blocks of a row x rpt rows; tiles per row group */
     int64_t g_lo, ntiles;
+    int sup; /* tiles per group */
 };
 
 struct tiled_args {
@@ -129,28 +130,30 @@ template <int DIR> __device__ __forceinline__ void edge_bytes(const gdte_layout_
 template <int W, int DIR>
 __device__ __forceinline__ void block_copy(char *u, char *p, int64_t jlo, int64_t jhi, int tx, int X)
 {
+    typedef typename word_t<W>::t T;
+    const int U = 8; /* words in flight per thread */
     char *src = DIR == GDTE_DIR_PACK ? u : p;
     char *dst = DIR == GDTE_DIR_PACK ? p : u;
     int64_t j = jlo + tx;
-    for (; j + 3 * X < jhi; j += 4 * X) {
-        typename word_t<W>::t v0 = ld<W>(src + j * W);
-        typename word_t<W>::t v1 = ld<W>(src + (j + X) * W);
-        typename word_t<W>::t v2 = ld<W>(src + (j + 2 * X) * W);
-        typename word_t<W>::t v3 = ld<W>(src + (j + 3 * X) * W);
-        st<W>(dst + j * W, v0);
-        st<W>(dst + (j + X) * W, v1);
-        st<W>(dst + (j + 2 * X) * W, v2);
-        st<W>(dst + (j + 3 * X) * W, v3);
+    for (; j + (U - 1) * X < jhi; j += U * X) {
+        T v[U];
+#pragma unroll
+        for (int k = 0; k < U; k++) v[k] = ld<W>(src + (j + k * X) * W);
+#pragma unroll
+        for (int k = 0; k < U; k++) st<W>(dst + (j + k * X) * W, v[k]);
     }
     for (; j < jhi; j += X) st<W>(dst + j * W, ld<W>(src + j * W));
 }
 
-/* Tiles are dealt to thread blocks in runs of SUPER consecutive tiles, round robin: the grid
- * sweeps memory together (as a copy kernel does) instead of each block owning a distant
- * region, and inside a run the outer index is carried by addition. When a block has at most
- * one word per thread (wpb <= 32), a thread loads the words of all SUPER tiles before it
- * stores any, so several loads are in flight per thread even for 8-byte blocks. */
-#define SUPER 4
+/* Tiles are dealt to thread blocks in groups of `sup` (<= SUPER) consecutive tiles, round
+ * robin: the grid sweeps memory together (as a copy kernel does) instead of each block owning
+ * a distant region, and inside a group the outer index is carried by addition. The host makes
+ * groups as large as the grid can afford while every SM still gets work. SMALL blocks (at most
+ * one word per thread, wpb <= 32): a thread loads the words of all its group's tiles before it
+ * stores any, so several loads are in flight per thread even for 8-byte blocks. Big blocks:
+ * each thread moves 8 words at a time along its block. */
+#define SUPER 8
+#define SUPER_W(W) ((W) >= 16 ? 4 : SUPER) /* 16-byte words: 4 in flight, or registers spill */
 
 struct row_walker {
     int64_t r, roff; /* absolute row (linear index over dimensions 1..), its offset */
@@ -188,33 +191,36 @@ __device__ __forceinline__ void walker_add(row_walker &w, const gdte_layout_t &L
     }
 }
 
-template <int W, int DIR> __global__ void __launch_bounds__(NT, 3) k_strided(const strided_args a)
+template <int W, int DIR, bool SMALL>
+__global__ void __launch_bounds__(NT, 3) k_strided(const strided_args a)
 {
     typedef typename word_t<W>::t T;
     edge_bytes<DIR>(a.L, a.e);
     const int X = blockDim.x, tx = threadIdx.x;
     const int r_in = (int)(threadIdx.y / a.y0), i_in = (int)(threadIdx.y - r_in * a.y0);
     if (r_in >= a.rpt) return;
-    const int64_t c0 = a.L.count[0], s0 = a.L.stride[0], bl = a.L.blocklen, wpb = a.wpb;
+    const int64_t c0 = a.L.count[0], s0 = a.L.stride[0], bl = a.L.blocklen;
     const int64_t lo = a.e.lo, hi = a.e.hi, rend = a.row0 + a.nrows;
-    const int64_t nsuper = (a.ntiles + SUPER - 1) / SUPER, gstop = a.g_lo + a.ntiles;
+    const int sup = a.sup;
+    const int64_t ngroups = (a.ntiles + sup - 1) / sup, gstop = a.g_lo + a.ntiles;
     row_walker w;
-    for (int64_t sg = blockIdx.x; sg < nsuper; sg += gridDim.x) {
-        int64_t g = a.g_lo + sg * SUPER;
+    for (int64_t sg = blockIdx.x; sg < ngroups; sg += gridDim.x) {
+        int64_t g = a.g_lo + sg * sup;
         int64_t grp = g / a.tpr, part = g - grp * a.tpr;
         walker_init(w, a.L, a.row0 + grp * a.rpt + r_in);
-        if (wpb <= 32) {
+        if (SMALL) {
             /* one word per thread per tile: all loads issued, then the stores */
-            char *dst[SUPER];
-            bool ok[SUPER];
-            T v[SUPER];
+            const int SW = SUPER_W(W);
+            char *dst[SW];
+            bool ok[SW];
+            T v[SW];
 #pragma unroll
-            for (int k = 0; k < SUPER; k++) {
+            for (int k = 0; k < SW; k++) {
                 int64_t i0 = part * a.y0 + i_in;
                 int64_t x = (w.r * c0 + i0) * bl + (int64_t)tx * W; /* stream byte of this word */
                 char *u = a.user_d + w.roff + i0 * s0 + tx * W;
                 char *p = a.e.pbase + x;
-                ok[k] = g + k < gstop && w.r < rend && i0 < c0 && x >= lo && x < hi;
+                ok[k] = k < sup && g + k < gstop && w.r < rend && i0 < c0 && x >= lo && x < hi;
                 dst[k] = DIR == GDTE_DIR_PACK ? p : u;
                 if (ok[k]) v[k] = ld<W>(DIR == GDTE_DIR_PACK ? u : p);
                 if (++part == a.tpr) {
@@ -223,20 +229,20 @@ template <int W, int DIR> __global__ void __launch_bounds__(NT, 3) k_strided(con
                 }
             }
 #pragma unroll
-            for (int k = 0; k < SUPER; k++)
+            for (int k = 0; k < SW; k++)
                 if (ok[k]) st<W>(dst[k], v[k]);
         } else {
-            for (int k = 0; k < SUPER && g + k < gstop; k++) {
+            for (int k = 0; k < sup && g + k < gstop; k++) {
                 int64_t i0 = part * a.y0 + i_in;
                 if (w.r < rend && i0 < c0) {
                     int64_t spos = (w.r * c0 + i0) * bl;
                     char *u = a.user_d + w.roff + i0 * s0;
                     char *p = a.e.pbase + spos;
                     if (spos >= lo && spos + bl <= hi) {
-                        block_copy<W, DIR>(u, p, 0, wpb, tx, X);
+                        block_copy<W, DIR>(u, p, 0, a.wpb, tx, X);
                     } else if (spos < hi && spos + bl > lo) {
                         int64_t jlo = spos < lo ? (lo - spos) / W : 0;
-                        int64_t jhi = spos + bl > hi ? (hi - spos) / W : wpb;
+                        int64_t jhi = spos + bl > hi ? (hi - spos) / W : a.wpb;
                         block_copy<W, DIR>(u, p, jlo, jhi, tx, X);
                     }
                 }
@@ -253,7 +259,7 @@ template <int W, int DIR> __global__ void __launch_bounds__(NT, 3) k_strided(con
 /* TILED: tile of TILE blocks along dimension 0 (i0, the packed-fast one) x TILE blocks along
  * dimension 1 (i1, the memory-fast one), WPB words per block. Shared rows are padded by one
  * word so the column-wise phase does not hit one bank. */
-template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT, 4) k_tiled(const tiled_args a)
+template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT, 3) k_tiled(const tiled_args a)
 {
     typedef typename word_t<W>::t T;
     __shared__ T sh[TILE][TILE * WPB + 1];
@@ -592,14 +598,14 @@ static void split_edges(edge_args *e, int64_t off, int64_t end, int W)
 }
 
 typedef void (*strided_fn)(const strided_args);
-template <int DIR> static strided_fn strided_kernel(int W)
+template <int DIR, bool SMALL> static strided_fn strided_kernel(int W)
 {
     switch (W) {
-    case 16: return k_strided<16, DIR>;
-    case 8: return k_strided<8, DIR>;
-    case 4: return k_strided<4, DIR>;
-    case 2: return k_strided<2, DIR>;
-    default: return k_strided<1, DIR>;
+    case 16: return k_strided<16, DIR, SMALL>;
+    case 8: return k_strided<8, DIR, SMALL>;
+    case 4: return k_strided<4, DIR, SMALL>;
+    case 2: return k_strided<2, DIR, SMALL>;
+    default: return k_strided<1, DIR, SMALL>;
     }
 }
 
@@ -620,15 +626,23 @@ static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *
         a.L.count[0] = 1;
         a.L.stride[0] = a.L.blocklen;
     }
-    if (a.L.blocklen > 2 * STRIDED_PIECE && a.L.blocklen % STRIDED_PIECE == 0 && a.L.ndims < GDTE_MAX_DIMS) {
+    /* A small layout of long blocks (a face of a grid: 512 blocks of 4 KiB) is cut finer, so
+     * that it still reaches most SMs. */
+    int64_t piece = STRIDED_PIECE;
+    {
+        gdte_gpu_props_t pr;
+        int64_t sms = gdte_gpu_get_props(-1, &pr) == GDTE_OK && pr.sm_count > 0 ? pr.sm_count : 64;
+        if (gdte_layout_nblocks(&a.L) * (a.L.blocklen / STRIDED_PIECE) < 64 * sms) piece = 512;
+    }
+    if (a.L.blocklen > 2 * piece && a.L.blocklen % piece == 0 && a.L.ndims < GDTE_MAX_DIMS) {
         /* Same bytes in the same packed order: block b, piece j is stream block b*k + j. */
         for (int d = a.L.ndims; d > 0; d--) {
             a.L.count[d] = a.L.count[d - 1];
             a.L.stride[d] = a.L.stride[d - 1];
         }
-        a.L.count[0] = a.L.blocklen / STRIDED_PIECE;
-        a.L.stride[0] = STRIDED_PIECE;
-        a.L.blocklen = STRIDED_PIECE;
+        a.L.count[0] = a.L.blocklen / piece;
+        a.L.stride[0] = piece;
+        a.L.blocklen = piece;
         a.L.ndims++;
     }
     const int64_t bl = a.L.blocklen, c0 = a.L.count[0];
@@ -658,9 +672,19 @@ static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *
             a.ntiles = (a.nrows + a.rpt - 1) / a.rpt;
         }
     }
-    strided_fn k = dir == GDTE_DIR_PACK ? strided_kernel<GDTE_DIR_PACK>(W) : strided_kernel<GDTE_DIR_UNPACK>(W);
-    int64_t nsuper = (a.ntiles + SUPER - 1) / SUPER;
-    int64_t nb = imin(resident_blocks(k, max_blocks), nsuper > 0 ? nsuper : 1);
+    const bool small = a.wpb <= 32;
+    strided_fn k = dir == GDTE_DIR_PACK ? (small ? strided_kernel<GDTE_DIR_PACK, true>(W)
+                                                 : strided_kernel<GDTE_DIR_PACK, false>(W))
+                                        : (small ? strided_kernel<GDTE_DIR_UNPACK, true>(W)
+                                                 : strided_kernel<GDTE_DIR_UNPACK, false>(W));
+    /* Groups as large as possible (loads in flight, fewer decompositions) while the groups
+     * still outnumber the thread blocks the GPU holds. */
+    int64_t grid = resident_blocks(k, max_blocks);
+    int64_t sup = a.ntiles / (grid > 0 ? grid : 1);
+    int maxsup = small ? SUPER_W(W) : SUPER;
+    a.sup = (int)(sup < 1 ? 1 : sup > maxsup ? maxsup : sup);
+    int64_t ngroups = (a.ntiles + a.sup - 1) / a.sup;
+    int64_t nb = imin(grid, ngroups > 0 ? ngroups : 1);
     GDTE_LAUNCH(dim3((unsigned)nb), dim3((unsigned)X, (unsigned)Y), s, a, k);
     return launch_check("strided");
 }

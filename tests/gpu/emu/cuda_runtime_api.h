@@ -51,6 +51,8 @@ enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0 };
 enum { cudaEnableDefault = 0 };
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
 struct cudaDeviceProp {
     char name[256];
 };
