@@ -31,6 +31,9 @@
 #ifndef PINGPONG_COMMIT
 #define PINGPONG_COMMIT "unknown"
 #endif
+#ifndef PINGPONG_SRC
+#define PINGPONG_SRC "."
+#endif
 
 static int rank, opt_device, opt_gpus = 1, opt_iters = 20, opt_warmup = 3, opt_full = 1;
 static gdte_protocol_t opt_protocol = GDTE_PROTOCOL_AUTO;
@@ -381,7 +384,21 @@ int main(int argc, char **argv)
         }
     }
     if (opt_iters < 1) opt_iters = 1;
-    if (getenv("GDTE_COMMIT")) commit = getenv("GDTE_COMMIT");
+    /* The commit measured: GDTE_COMMIT, else the source tree's HEAD now (the one configured
+     * into the binary may be older), else the configured one. */
+    static char head[64];
+    if (getenv("GDTE_COMMIT")) {
+        commit = getenv("GDTE_COMMIT");
+    } else {
+        FILE *g = popen("git -C " PINGPONG_SRC " rev-parse --short HEAD 2>/dev/null", "r");
+        if (g) {
+            if (fgets(head, sizeof head, g) && head[0]) {
+                head[strcspn(head, "\n")] = 0;
+                commit = head;
+            }
+            pclose(g);
+        }
+    }
     gdte_init_params_t ip = {.field_mask = 0};
     if (opt_device) {
         ip.field_mask = GDTE_INIT_FIELD_DEVICE;
