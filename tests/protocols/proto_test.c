@@ -627,6 +627,41 @@ static int test_semantics(void)
         exchange_barrier();
     }
 
+    /* A process sends to itself (a vector received as contiguous), small and large. */
+    for (int big = 0; big < 2; big++) {
+        int64_t n = big ? 60000 : 40;
+        gdte_type_h vt, ct;
+        OK(gdte_type_create_vector(n, 1, 3, dbl(), &vt));
+        OK(gdte_type_commit(vt));
+        ct = contig_of(GDTE_BASIC_DOUBLE, n);
+        size_t sspan = (size_t)(3 * (n - 1) + 1) * 8;
+        double *h = malloc(sspan), *r = malloc((size_t)n * 8);
+        for (int64_t i = 0; i < 3 * (n - 1) + 1; i++) h[i] = (double)i + 0.25 * rank;
+        void *du = dmalloc(sspan), *dr = dmalloc((size_t)n * 8);
+        dput(du, h, sspan);
+        gdte_msg_params_t p = proto_params();
+        gdte_msg_req_h sq, rq;
+        gdte_msg_status_t s;
+        OK(gdte_msg_irecv(comm, dr, 1, ct, rank, 99, &p, &rq));
+        OK(gdte_msg_isend(comm, du, 1, vt, rank, 99, &p, &sq));
+        CHECK(gdte_msg_wait(&sq, &s) == GDTE_OK, "send to self (%lld)", (long long)n);
+        CHECK(gdte_msg_wait(&rq, &s) == GDTE_OK && s.peer == rank && s.bytes == 8 * n, "receive from self (%lld)",
+              (long long)n);
+        dget(r, dr, (size_t)n * 8);
+        for (int64_t i = 0; i < n; i++)
+            if (r[i] != h[3 * i]) {
+                CHECK(0, "self message (%lld) element %lld", (long long)n, (long long)i);
+                break;
+            }
+        dfree(du);
+        dfree(dr);
+        free(h);
+        free(r);
+        gdte_type_free(&vt);
+        gdte_type_free(&ct);
+    }
+    exchange_barrier();
+
     /* Bad arguments fail at once and make no request. */
     {
         gdte_msg_req_h q = NULL;
