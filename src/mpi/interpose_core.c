@@ -258,6 +258,7 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"deferred_type_frees", gdte_ipo_cnt_g.deferred_type_frees},
         {"orphans", gdte_ipo_cnt_g.orphans},
         {"requests_live", gdte_ipo_req_live()},
+        {"types_live", gdte_engine_live_types()},
         {"fragments", gdte_xfer_fragments()},
         {"zero_copies", gdte_xfer_zero_copies()},
         {"stage_allocs", ss.allocs},
