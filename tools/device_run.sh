@@ -196,6 +196,73 @@ section_bench_pingpong() {
 [ -z "${DEVICE_SECTIONS:-}" ] && SECTIONS="$SECTIONS protocols bench_pingpong"
 # ==== end of protocols block =====================================================================
 
+# ==== MPI block (src/mpi interposer, tests/mpi mpi_gpu, the demo, bench/halo3d) ===================
+# A third build tree with MPI (and without UCX). If the machine has no mpi.h of its own, the
+# Open MPI C headers carried in .deps/mpi/include (tools/device_deps.sh) are used with the
+# machine's libmpi.so.40. Sections: mpi (mpi_gpu tests + the demo on device buffers), bench_halo3d
+# (CSV in $OUT/halo3d-<device>.csv). Environment: DEVICE_MPI_BUILD_DIR, DEVICE_HALO_SIZES
+# (default 128,256,512), DEVICE_MPI_TIMEOUT (seconds per run, default 300).
+MPI_BUILD=${DEVICE_MPI_BUILD_DIR:-build-device-mpi}
+MPI_OK=0
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+mpi_build() {
+  [ "$MPI_OK" = 1 ] && return 0
+  local log="$OUT/mpi_build.log" extra=()
+  [ -d .deps/uthash/include ] && extra+=(-DUTHASH_INCLUDE_DIR="$PWD/.deps/uthash/include")
+  {
+    echo "== $(date -u +%FT%TZ) mpirun: $(mpirun --version 2>&1 | head -1)"
+    if ! echo '#include <mpi.h>' | mpicc -E -x c - >/dev/null 2>&1; then
+      local lib
+      lib=$(ldconfig -p | awk '$1 == "libmpi.so.40" {print $NF; exit}')
+      echo "no usable mpi.h here: carried headers + $lib"
+      mkdir -p "$MPI_BUILD/mpi-lib" && ln -sf "$lib" "$MPI_BUILD/mpi-lib/libmpi.so"
+      extra+=(-DMPI_C_COMPILER=NOTFOUND -DMPI_C_HEADER_DIR="$PWD/.deps/mpi/include" -DMPI_C_LIB_NAMES=mpi
+              -DMPI_mpi_LIBRARY="$PWD/$MPI_BUILD/mpi-lib/libmpi.so" -DMPIEXEC_EXECUTABLE="$(command -v mpirun)")
+    fi
+    cmake -S . -B "$MPI_BUILD" -G Ninja -DGDTE_GPU=CUDA -DCMAKE_CUDA_ARCHITECTURES=90 -DGDTE_WITH_MPI=ON \
+      -DGDTE_WITH_UCX=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo "${extra[@]}" &&
+      cmake --build "$MPI_BUILD" -j "$JOBS"
+  } >"$log" 2>&1
+  if [ $? -eq 0 ]; then MPI_OK=1; record mpi_build ok "$MPI_BUILD (CUDA, MPI)"; return 0; fi
+  record mpi_build FAIL "see mpi_build.log"; tail -30 "$log"; return 1
+}
+
+section_mpi() {
+  mpi_build || return
+  local log="$OUT/mpi_gpu.log" res rc
+  (cd "$MPI_BUILD" && ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-300}") >"$log" 2>&1
+  rc=$?
+  res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
+  if grep -q "(Skipped)" "$log"; then record mpi_gpu FAIL "skipped on a GPU machine: $res"
+  elif [ $rc -eq 0 ]; then record mpi_gpu ok "$res"; else record mpi_gpu FAIL "$res"; fi
+  # The demo: an unmodified MPI program on cudaMalloc buffers through the interposer.
+  local ng
+  ng=$(nvidia-smi -L 2>/dev/null | wc -l)
+  log="$OUT/demo.log"
+  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none \
+    -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" "$MPI_BUILD/examples/demo/gdte_demo" 128 4096 >"$log" 2>&1
+  rc=$?
+  cat "$log" | grep -v "^\[" | tail -8
+  if [ $rc -eq 0 ] && grep -q "transpose ping-pong.*device.* yes" "$log"; then record demo ok "2 ranks on $ng GPU(s), device buffers, verified"
+  else record demo FAIL "rc=$rc, see demo.log"; fi
+}
+
+section_bench_halo3d() {
+  mpi_build || return
+  local ng dev csv log="$OUT/halo3d.log"
+  ng=$(nvidia-smi -L 2>/dev/null | wc -l)
+  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print $NF}')
+  csv="$OUT/halo3d-${dev:-gpu}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
+  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none \
+    -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTE_COMMIT \
+    "$MPI_BUILD/bench/halo3d/halo3d" --sizes "${DEVICE_HALO_SIZES:-128,256,512}" --iters 20 --csv "$csv" >"$log" 2>&1
+  local rc=$?
+  grep -v "^\[" "$log" | tail -20
+  [ $rc -eq 0 ] && [ -s "$csv" ] && record bench_halo3d ok "$(basename "$csv")" || record bench_halo3d FAIL "rc=$rc, see halo3d.log"
+}
+# ==== end of MPI block ===========================================================================
+
 for s in $SECTIONS; do
   if declare -F "section_$s" >/dev/null; then "section_$s"; else record "$s" skip "no such section"; fi
 done
