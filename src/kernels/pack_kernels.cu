@@ -58,6 +58,14 @@ template <int W> __device__ __forceinline__ void st(char *p, typename word_t<W>:
     *reinterpret_cast<typename word_t<W>::t *>(p) = v;
 }
 
+/* a / b for a >= 0, b > 0: 32-bit division when both fit (a 64-bit one is a long subroutine,
+ * and per-thread setup of small layouts is made of these). */
+static __host__ __device__ __forceinline__ int64_t qdiv(int64_t a, int64_t b)
+{
+    if ((((uint64_t)a | (uint64_t)b) >> 32) == 0) return (int64_t)((uint32_t)a / (uint32_t)b);
+    return a / b;
+}
+
 static __host__ __device__ __forceinline__ int lowbit16(uint64_t x)
 {
     x |= 16;
@@ -114,7 +122,7 @@ template <int DIR> __device__ __forceinline__ void edge_bytes(const gdte_layout_
     int64_t t = threadIdx.x + (int64_t)threadIdx.y * blockDim.x;
     if (t >= nh + nt) return;
     int64_t x = t < nh ? e.off + t : e.hi + (t - nh);
-    int64_t b = x / L.blocklen;
+    int64_t b = qdiv(x, L.blocklen);
     char *u = e.user + gdte_layout_block_offset(&L, b) + (x - b * L.blocklen);
     char *p = e.pbase + x;
     if (DIR == GDTE_DIR_PACK)
@@ -166,7 +174,7 @@ __device__ __forceinline__ void walker_init(row_walker &w, const gdte_layout_t &
     w.roff = 0;
     int64_t q = r;
     for (int k = 1; k < L.ndims; k++) {
-        int64_t c = L.count[k], qq = q / c;
+        int64_t c = L.count[k], qq = qdiv(q, c);
         w.idx[k] = q - qq * c;
         w.roff += w.idx[k] * L.stride[k];
         q = qq;
@@ -184,7 +192,7 @@ __device__ __forceinline__ void walker_add(row_walker &w, const gdte_layout_t &L
             w.idx[d] = v;
             break;
         }
-        int64_t q = v / c, rem = v - q * c;
+        int64_t q = qdiv(v, c), rem = v - q * c;
         w.roff += (rem - w.idx[d]) * L.stride[d];
         w.idx[d] = rem;
         k = q;
@@ -197,16 +205,16 @@ __global__ void __launch_bounds__(NT, 3) k_strided(const strided_args a)
     typedef typename word_t<W>::t T;
     edge_bytes<DIR>(a.L, a.e);
     const int X = blockDim.x, tx = threadIdx.x;
-    const int r_in = (int)(threadIdx.y / a.y0), i_in = (int)(threadIdx.y - r_in * a.y0);
+    const int r_in = (int)(threadIdx.y / (unsigned)a.y0), i_in = (int)(threadIdx.y - r_in * a.y0);
     if (r_in >= a.rpt) return;
     const int64_t c0 = a.L.count[0], s0 = a.L.stride[0], bl = a.L.blocklen;
     const int64_t lo = a.e.lo, hi = a.e.hi, rend = a.row0 + a.nrows;
     const int sup = a.sup;
-    const int64_t ngroups = (a.ntiles + sup - 1) / sup, gstop = a.g_lo + a.ntiles;
+    const int64_t ngroups = qdiv(a.ntiles + sup - 1, sup), gstop = a.g_lo + a.ntiles;
     row_walker w;
     for (int64_t sg = blockIdx.x; sg < ngroups; sg += gridDim.x) {
         int64_t g = a.g_lo + sg * sup;
-        int64_t grp = g / a.tpr, part = g - grp * a.tpr;
+        int64_t grp = qdiv(g, a.tpr), part = g - grp * a.tpr;
         walker_init(w, a.L, a.row0 + grp * a.rpt + r_in);
         if (SMALL) {
             /* one word per thread per tile: all loads issued, then the stores */
@@ -274,13 +282,13 @@ template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT, 3) k_ti
     const int m_e = t % (TILE * WPB), m_i1 = m_e / WPB, m_w = m_e % WPB, m_i0 = t / (TILE * WPB);
     const int p_q = t % (TILE * WPB), p_i0 = p_q / WPB, p_w = p_q % WPB, p_i1 = t / (TILE * WPB);
     for (int64_t g = a.g_lo + blockIdx.x; g <= a.g_hi; g += gridDim.x) {
-        int64_t G = g / a.nt0, t0 = g - G * a.nt0;
-        int64_t o = G / a.nt1, t1 = G - o * a.nt1;
+        int64_t G = qdiv(g, a.nt0), t0 = g - G * a.nt0;
+        int64_t o = qdiv(G, a.nt1), t1 = G - o * a.nt1;
         int64_t ooff = 0;
         {
             int64_t q = o;
             for (int k = 2; k < nd; k++) {
-                int64_t c = a.L.count[k], qq = q / c;
+                int64_t c = a.L.count[k], qq = qdiv(q, c);
                 ooff += (q - qq * c) * a.L.stride[k];
                 q = qq;
             }
@@ -352,20 +360,19 @@ __device__ __forceinline__ int64_t rep_offset(const dev_args &a, int64_t rep)
     if (a.ndims == 1) return rep * a.stride[0];
     int64_t off = 0;
     for (int k = 0; k < a.ndims; k++) {
-        int64_t c = a.count[k], q = rep / c;
+        int64_t c = a.count[k], q = qdiv(rep, c);
         off += (rep - q * c) * a.stride[k];
         rep = q;
     }
     return off;
 }
 
-/* Words j = lane, lane+G, ... of n; U words in flight per lane (narrow words: more of them, so
- * a lane has as many bytes in flight as with 16-byte words). */
+/* Words j = lane, lane+G, ... of n, four in flight per lane. */
 template <int W>
 __device__ __forceinline__ void group_words(char *dst, const char *src, int64_t nw, int lane, int G)
 {
     typedef typename word_t<W>::t T;
-    const int U = W >= 16 ? 4 : 8;
+    const int U = 4;
     int64_t j = lane;
     for (; j + (U - 1) * G < nw; j += U * G) {
         T v[U];
@@ -414,27 +421,15 @@ __device__ __forceinline__ void dev_move(const dev_args &a, const gdte_unit_t &U
         group_copy(usr, pk, e - b, lane, G, a.wcap);
 }
 
-/* The next unit's descriptor is loaded before the current unit is moved, so its latency
- * overlaps the copy instead of preceding it. */
-template <int DIR> __global__ void __launch_bounds__(NT, 4) k_dev_warp(const dev_args a)
+/* A warp per (repetition, unit) pair, pairs dealt round robin. (A version that loaded the next
+ * unit's descriptor ahead of the copy measured 7% slower on the triangle, H100, and is gone.) */
+template <int DIR> __global__ void __launch_bounds__(NT) k_dev_warp(const dev_args a)
 {
     const int lane = threadIdx.x & 31;
     const int64_t nwarps = (int64_t)gridDim.x * (NT / 32);
-    int64_t p = (int64_t)blockIdx.x * (NT / 32) + (threadIdx.x >> 5);
-    if (p >= a.npairs) return;
-    int64_t q = a.pstart + p, r = q / a.nu;
-    gdte_unit_t U = a.units[a.u0 + (q - r * a.nu)];
-    while (p < a.npairs) {
-        int64_t rep = a.rep_lo + r;
-        p += nwarps;
-        gdte_unit_t Un = U;
-        if (p < a.npairs) {
-            q = a.pstart + p;
-            r = q / a.nu;
-            Un = a.units[a.u0 + (q - r * a.nu)];
-        }
-        dev_move<DIR>(a, U, rep, lane, 32);
-        U = Un;
+    for (int64_t p = (int64_t)blockIdx.x * (NT / 32) + (threadIdx.x >> 5); p < a.npairs; p += nwarps) {
+        int64_t q = a.pstart + p, r = qdiv(q, a.nu);
+        dev_move<DIR>(a, a.units[a.u0 + (q - r * a.nu)], a.rep_lo + r, lane, 32);
     }
 }
 
@@ -444,8 +439,8 @@ template <int DIR> __global__ void __launch_bounds__(NT, 4) k_dev_thread(const d
     const int64_t T = (int64_t)gridDim.x * NT;
     int64_t p = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (p >= a.npairs) return;
-    const int64_t dq = T / a.nu, dr = T - dq * a.nu;
-    int64_t q = a.pstart + p, rep = q / a.nu, u = q - rep * a.nu;
+    const int64_t dq = qdiv(T, a.nu), dr = T - dq * a.nu;
+    int64_t q = a.pstart + p, rep = qdiv(q, a.nu), u = q - rep * a.nu;
     for (; p < a.npairs; p += T) {
         dev_move<DIR>(a, a.units[a.u0 + u], a.rep_lo + rep, 0, 1);
         rep += dq;
@@ -680,7 +675,11 @@ static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *
     /* Groups as large as possible (loads in flight, fewer decompositions) while the groups
      * still outnumber the thread blocks the GPU holds. */
     int64_t grid = resident_blocks(k, max_blocks);
-    int64_t sup = a.ntiles / (grid > 0 ? grid : 1);
+    gdte_gpu_props_t pr;
+    int64_t sms = gdte_gpu_get_props(-1, &pr) == GDTE_OK && pr.sm_count > 0 ? pr.sm_count : 64;
+    /* Small layouts: a group per SM or so (each thread's setup, divisions included, is paid
+     * once per group, and launching more blocks than that buys nothing at this size). */
+    int64_t sup = a.ntiles / (a.ntiles < 16 * grid ? sms : grid);
     int maxsup = small ? SUPER_W(W) : SUPER;
     a.sup = (int)(sup < 1 ? 1 : sup > maxsup ? maxsup : sup);
     int64_t ngroups = (a.ntiles + a.sup - 1) / a.sup;
@@ -788,7 +787,12 @@ static gdte_status_t run_dev(const gdte_layout_t *L, const gdte_gpu_exec_opts_t 
         return launch_check("dev_thread");
     }
     dev_fn k = dir == GDTE_DIR_PACK ? k_dev_warp<GDTE_DIR_PACK> : k_dev_warp<GDTE_DIR_UNPACK>;
-    int64_t nb = imin(resident_blocks(k, max_blocks), (a.npairs + NT / 32 - 1) / (NT / 32));
+    /* Units differ in length (a column's last piece): blocks that finish early are replaced
+     * by waiting ones, so this grid asks for two blocks per resident one (measured better on
+     * the triangle than exactly the resident count). */
+    int64_t cap = resident_blocks(k, 0) * 2;
+    if (max_blocks > 0 && max_blocks < cap) cap = max_blocks;
+    int64_t nb = imin(cap, (a.npairs + NT / 32 - 1) / (NT / 32));
     GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), s, a, k);
     return launch_check("dev_warp");
 }
