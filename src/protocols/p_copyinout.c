@@ -207,7 +207,9 @@ ucs_status_t gdte_proto_frag_handler(void *arg, const void *header, size_t heade
 {
     struct gdte_comm *ctx = arg;
     if (header_length != sizeof(gdte_wire_frag_t)) return UCS_OK;
-    const gdte_wire_frag_t *h = header;
+    gdte_wire_frag_t h_copy; /* headers may come unaligned */
+    memcpy(&h_copy, header, sizeof h_copy);
+    const gdte_wire_frag_t *h = &h_copy;
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, h->rreq);
     /* A fragment for a request that ended (aborted): returning OK drops it, and UCX completes
      * the sender's send, which already knows (FIN) or will. */
@@ -393,7 +395,9 @@ ucs_status_t gdte_proto_ack_handler(void *arg, const void *header, size_t header
     (void)length;
     (void)param;
     if (header_length != sizeof(gdte_wire_ack_t)) return UCS_OK;
-    const gdte_wire_ack_t *a = header;
+    gdte_wire_ack_t a_copy;
+    memcpy(&a_copy, header, sizeof a_copy);
+    const gdte_wire_ack_t *a = &a_copy;
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, a->sreq);
     if (!req || !req->is_send || req->proto != &gdte_proto_copyinout_ops || req->peer != a->src) return UCS_OK;
     req->credits += a->n;

@@ -294,7 +294,9 @@ ucs_status_t gdte_proto_ready_handler(void *arg, const void *header, size_t head
     (void)length;
     (void)param;
     if (header_length != sizeof(gdte_wire_ready_t)) return UCS_OK;
-    const gdte_wire_ready_t *h = header;
+    gdte_wire_ready_t h_copy; /* headers may come unaligned */
+    memcpy(&h_copy, header, sizeof h_copy);
+    const gdte_wire_ready_t *h = &h_copy;
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, h->req);
     if (!req || req->is_send || req->proto != &gdte_proto_rdma_ops || req->state != GDTE_REQ_ACTIVE ||
         req->peer != h->src)
@@ -484,7 +486,9 @@ ucs_status_t gdte_proto_done_handler(void *arg, const void *header, size_t heade
     (void)length;
     (void)param;
     if (header_length != sizeof(gdte_wire_ready_t)) return UCS_OK;
-    const gdte_wire_ready_t *h = header;
+    gdte_wire_ready_t h_copy; /* headers may come unaligned */
+    memcpy(&h_copy, header, sizeof h_copy);
+    const gdte_wire_ready_t *h = &h_copy;
     if (h->src < 0 || h->src >= ctx->size) return UCS_OK;
     gdte_ring_t *ring = ctx->peers[h->src].ring;
     /* The ring slot comes back whether or not its message is still here. */
