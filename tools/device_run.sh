@@ -201,7 +201,7 @@ section_bench_pingpong() {
 # Open MPI C headers carried in .deps/mpi/include (tools/device_deps.sh) are used with the
 # machine's libmpi.so.40. Sections: mpi (mpi_gpu tests + the demo on device buffers), bench_halo3d
 # (CSV in $OUT/halo3d-<device>.csv). Environment: DEVICE_MPI_BUILD_DIR, DEVICE_HALO_SIZES
-# (default 128,256,512), DEVICE_MPI_TIMEOUT (seconds per run, default 300).
+# (default 128,256,512), DEVICE_HALO_ITERS (default 20), DEVICE_MPI_TIMEOUT (seconds per run, default 300).
 MPI_BUILD=${DEVICE_MPI_BUILD_DIR:-build-device-mpi}
 MPI_OK=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -256,7 +256,7 @@ section_bench_halo3d() {
   csv="$OUT/halo3d-${dev:-gpu}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
   timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none \
     -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTE_COMMIT \
-    "$MPI_BUILD/bench/halo3d/halo3d" --sizes "${DEVICE_HALO_SIZES:-128,256,512}" --iters 20 --csv "$csv" >"$log" 2>&1
+    "$MPI_BUILD/bench/halo3d/halo3d" --sizes "${DEVICE_HALO_SIZES:-128,256,512}" --iters "${DEVICE_HALO_ITERS:-20}" --csv "$csv" >"$log" 2>&1
   local rc=$?
   grep -v "^\[" "$log" | tail -20
   [ $rc -eq 0 ] && [ -s "$csv" ] && record bench_halo3d ok "$(basename "$csv")" || record bench_halo3d FAIL "rc=$rc, see halo3d.log"
