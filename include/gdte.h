@@ -262,7 +262,8 @@ enum {
 enum {
     /** Return when the work is queued on the stream, not when it is done (GPU only). */
     GDTE_PACK_FLAG_ASYNC = 1u << 0,
-    /** Run on the host even if a GPU is present (buffers must be host-accessible). */
+    /** Run on the host even if a GPU is present. A buffer in device memory is then
+     * GDTE_ERR_MEMORY_KIND (nothing is touched). */
     GDTE_PACK_FLAG_HOST = 1u << 1,
 };
 typedef struct gdte_pack_params {

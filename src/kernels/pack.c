@@ -86,14 +86,19 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
 
     int on_gpu = 0;
     gdte_mem_info_t mu = {GDTE_MEM_HOST, -1}, mp = {GDTE_MEM_HOST, -1};
-    if (!(flags & GDTE_PACK_FLAG_HOST) && gdte_gpu_available()) {
+    if (gdte_gpu_available()) {
         /* The user buffer's first touched byte decides its kind (the buffer pointer itself
          * may lie outside the allocation when lb is negative). */
         const char *probe = (const char *)user + L.disp;
         if ((st = gdte_mem_query(probe, &mu)) != GDTE_OK || (st = gdte_mem_query(packed, &mp)) != GDTE_OK)
             return st;
-        on_gpu = is_device_kind(mu.kind) || is_device_kind(mp.kind) ||
-                 (mu.kind == GDTE_MEM_MANAGED && mp.kind == GDTE_MEM_MANAGED);
+        if (flags & GDTE_PACK_FLAG_HOST) {
+            /* The host cannot touch device memory: refuse instead of faulting. */
+            if (is_device_kind(mu.kind) || is_device_kind(mp.kind)) return GDTE_ERR_MEMORY_KIND;
+        } else {
+            on_gpu = is_device_kind(mu.kind) || is_device_kind(mp.kind) ||
+                     (mu.kind == GDTE_MEM_MANAGED && mp.kind == GDTE_MEM_MANAGED);
+        }
     }
     if (!on_gpu) {
         gdte_host_exec(&L, dir, user, packed, offset, n);

@@ -391,6 +391,31 @@ int main(void)
 
     test_mem_query();
 
+    /* Host execution forced on device memory: refused with GDTE_ERR_MEMORY_KIND, nothing
+     * touched, and the library keeps working. */
+    {
+        gdte_type_h v;
+        OK(gdte_type_create_vector(64, 2, 3, gdte_type_predefined(GDTE_BASIC_DOUBLE), &v));
+        OK(gdte_type_commit(v));
+        void *dbuf = NULL;
+        double hbuf[128], hsrc[192];
+        for (int i = 0; i < 192; i++) hsrc[i] = i;
+        OK(gdte_gpu_malloc(&dbuf, 192 * sizeof(double)));
+        memset(hbuf, 0x5a, sizeof hbuf);
+        gdte_pack_params_t hp = {.field_mask = GDTE_PACK_FIELD_FLAGS, .flags = GDTE_PACK_FLAG_HOST};
+        int64_t done = -7;
+        EXPECT(gdte_pack(dbuf, 1, v, hbuf, sizeof hbuf, &hp, &done) == GDTE_ERR_MEMORY_KIND && done == -7,
+               "host pack of device memory must be refused");
+        EXPECT(gdte_unpack(hbuf, sizeof hbuf, dbuf, 1, v, &hp, &done) == GDTE_ERR_MEMORY_KIND && done == -7,
+               "host unpack into device memory must be refused");
+        unsigned char c = 0x5a;
+        for (size_t i = 0; i < sizeof hbuf; i++) EXPECT(((unsigned char *)hbuf)[i] == c, "output touched");
+        OK(gdte_pack(hsrc, 1, v, hbuf, sizeof hbuf, &hp, &done)); /* still works on host memory */
+        EXPECT(done == 128 * (int64_t)sizeof(double) && hbuf[2] == 3.0, "host pack after the refusal");
+        OK(gdte_gpu_free(dbuf));
+        gdte_type_free(&v);
+    }
+
     gdte_stream_t s;
     OK(gdte_gpu_stream_create(&s));
     static const kind_t pairs[][2] = {{K_DEV, K_DEV},    {K_DEV, K_PINNED},  {K_DEV, K_HOST},
