@@ -34,6 +34,8 @@ static int class_of(size_t size, size_t *class_size_p)
 
 static gdte_status_t sys_alloc(gdte_stage_t *s)
 {
+    if (gdte_fault_hit(GDTE_KNOB_FAULT_STAGING_OOM)) /* injected: as if the system had no memory left */
+        return s->kind == GDTE_STAGE_DEVICE ? GDTE_ERR_NO_DEVICE_MEMORY : GDTE_ERR_NO_MEMORY;
     if (s->kind == GDTE_STAGE_DEVICE && !s->fake) return gdte_gpu_malloc(&s->ptr, s->size);
     if (s->kind == GDTE_STAGE_HOST && gdte_gpu_available()) {
         /* Mapped, so small messages can be packed straight into it by a kernel (zero copy). */

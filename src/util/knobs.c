@@ -1,6 +1,7 @@
 /* All GDTE_* environment variables are parsed and validated here, once, at gdte_init. A bad
  * value is an error naming the knob and what it accepts: never a silent default. */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@ static int knob_in_range(gdte_knob_id_t id, int64_t v)
     case GDTE_KNOB_TIMEOUT: return v >= 1 && v <= 86400;
     case GDTE_KNOB_CACHE_MAX: return v >= 0 && v <= (1LL << 40);
     case GDTE_KNOB_STAGING_MAX: return v >= 65536 && v <= (1LL << 40);
+    case GDTE_KNOB_FAULT_STAGING_OOM: return v >= 0 && v <= 1000000;
     default: return 1;
     }
 }
@@ -134,3 +136,11 @@ int64_t gdte_knob(gdte_knob_id_t id)
 const char *gdte_knob_source(gdte_knob_id_t id) { return knob_from_env[id] ? "environment" : "default"; }
 const char *gdte_knob_text(gdte_knob_id_t id) { return knobs_loaded ? knob_txt[id] : knob_desc[id].def; }
 const gdte_knob_desc_t *gdte_knob_desc(gdte_knob_id_t id) { return &knob_desc[id]; }
+
+int gdte_fault_hit(gdte_knob_id_t knob)
+{
+    static _Atomic int64_t calls[GDTE_KNOB_COUNT_];
+    int64_t k = gdte_knob(knob);
+    if (k <= 0) return 0;
+    return ++calls[knob] == k;
+}

@@ -41,7 +41,8 @@ void gdte_log_emit(gdte_log_level_t lvl, const char *file, int line, const char 
     X(CACHE_MAX, "GDTE_CACHE_MAX", SIZE, "268435456", "0..2^40 (0: no limit)", "device plan cache bytes; least recently used plans are evicted") \
     X(STAGING_MAX, "GDTE_STAGING_MAX", SIZE, "268435456", "65536..2^40", "staging (pinned and device) bytes per process") \
     X(DISABLE, "GDTE_DISABLE", BOOL, "0", "0|1", "interposer: pass every call to MPI untouched") \
-    X(FAKE_DEVICE, "GDTE_FAKE_DEVICE", BOOL, "0", "0|1", "testing: treat buffers registered with the test hook as device memory")
+    X(FAKE_DEVICE, "GDTE_FAKE_DEVICE", BOOL, "0", "0|1", "testing: treat buffers registered with the test hook as device memory") \
+    X(FAULT_STAGING_OOM, "GDTE_FAULT_STAGING_OOM", INT, "0", "0..1000000 (0: off)", "fault injection: the K-th staging allocation of the process fails once")
 
 typedef enum {
 #define GDTE_X_KNOB_ID(id, name, kind, def, acc, doc) GDTE_KNOB_##id,
@@ -69,6 +70,10 @@ const char *gdte_knob_text(gdte_knob_id_t id);   /* value as text */
 const gdte_knob_desc_t *gdte_knob_desc(gdte_knob_id_t id);
 /* For tests: parse one value of a knob, without touching the environment. */
 gdte_status_t gdte_knob_parse(gdte_knob_id_t id, const char *text, int64_t *value_p);
+
+/* ---- fault injection (tests of failure paths) ---- */
+/* 1 exactly once: on the K-th call for the fault whose knob holds K (never when the knob is 0). */
+int gdte_fault_hit(gdte_knob_id_t knob);
 
 /* ---- checked arithmetic ---- */
 static inline int gdte_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
