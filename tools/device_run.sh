@@ -92,13 +92,18 @@ section_bench_pack() {
 # found with ldconfig and given link names in $PROTO_BUILD/ucx-lib), without MPI: the test and
 # the benchmark fork themselves into two processes (tests/protocols/twoproc.h).
 # Sections: protocols (2-rank tests: one GPU, and two GPUs when there are two), bench_pingpong
-# (CSV in $OUT/pingpong-<device>.csv, the layout of bench/results). Each program run has its own
-# timeout; to stay under the device tool's 10 minutes per command, run them as separate calls
-# (DEVICE_SECTIONS=protocols, then DEVICE_SECTIONS=bench_pingpong, splitting
-# DEVICE_PINGPONG_RUNS if needed). Environment: DEVICE_PROTO_BUILD_DIR, DEVICE_PROTO_TIMEOUT
-# (seconds per run, default 240), DEVICE_PINGPONG_SIZES (default 2048,4096,8192),
-# DEVICE_PINGPONG_ITERS (default 20), DEVICE_PINGPONG_RUNS ("gpus:protocol ...", default
-# "1:rdma 1:copyinout 2:rdma 2:copyinout"; two-GPU runs are skipped on one GPU).
+# (CSV in $OUT/pingpong-<device>.csv, the layout of bench/results). Per-run logs go into one
+# archive per section ($OUT/protocols-logs.tar.gz, $OUT/pingpong-logs.tar.gz: the device tool
+# returns few files), the summary names each run. Sized so that "protocols bench_pingpong"
+# together, build included, stays under 5 minutes on 2 H200s. UCX: shared memory
+# (UCX_TLS=self,sm,cma) when a quick run works with it, else UCX's own choice (TCP); every log
+# starts with the transports its endpoint uses. Environment: DEVICE_PROTO_BUILD_DIR,
+# DEVICE_PROTO_TIMEOUT (seconds per test run, default 120), DEVICE_UCX_TLS (forces UCX_TLS),
+# DEVICE_PINGPONG_SIZES (default 2048,4096), DEVICE_PINGPONG_COPY_SIZES (copy-in/out runs,
+# default 2048), DEVICE_PINGPONG_ITERS (default 10), DEVICE_PINGPONG_TIMEOUT (per run, default
+# 120), DEVICE_PINGPONG_RUNS ("gpus:protocol ...", default "1:rdma 1:copyinout 2:rdma
+# 2:copyinout"; two-GPU runs are skipped on one GPU). Copy-in/out runs sweep only the default
+# and unpipelined settings.
 PROTO_BUILD=${DEVICE_PROTO_BUILD_DIR:-build-device-proto}
 PROTO_OK=0
 PROTO_NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -126,28 +131,57 @@ proto_build() {
   record proto_build FAIL "see protocols_build.log"; tail -30 "$log"; return 1
 }
 
+# Per-run logs of the protocols block: collected here, archived at the end of each section.
+PROTO_LOGS="$OUT/proto-logs"
+PROTO_TLS_SET=0
+PROTO_TLS=()
+
+# UCX on shared memory (posix/sysv for active messages, cma for rendezvous) when it works here;
+# otherwise UCX's default (which may be TCP: copy-in/out then runs at TCP speed).
+proto_pick_tls() {
+  [ "$PROTO_TLS_SET" = 1 ] && return
+  PROTO_TLS_SET=1
+  if [ -n "${DEVICE_UCX_TLS:-}" ]; then PROTO_TLS=(UCX_TLS="$DEVICE_UCX_TLS"); return; fi
+  mkdir -p "$PROTO_LOGS"
+  if timeout 60 env UCX_TLS=self,sm,cma UCX_WARN_UNUSED_ENV_VARS=n GDTE_TIMEOUT=20 \
+      "$PROTO_BUILD/tests/protocols/proto_test" semantics --protocol copyinout --fork >"$PROTO_LOGS/tls_probe.log" 2>&1; then
+    PROTO_TLS=(UCX_TLS=self,sm,cma)
+  else
+    PROTO_TLS=()
+  fi
+  record proto_tls ok "${PROTO_TLS[*]:-UCX default} ($(grep -m2 -oE '[a-z_0-9]+/[a-z_0-9.:]+' "$PROTO_LOGS/tls_probe.log" | tr '\n' ' '))"
+}
+
+# proto_archive NAME: the section's logs into $OUT/NAME-logs.tar.gz (one file back).
+proto_archive() {
+  [ -d "$PROTO_LOGS" ] || return 0
+  tar -C "$PROTO_LOGS" -czf "$OUT/$1-logs.tar.gz" . && rm -rf "$PROTO_LOGS"
+}
+
 # proto_run NAME ENV... -- ARGS...: one two-process run of proto_test.
 proto_run() {
   local name=$1; shift
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local log="$OUT/protocols_$name.log"
-  timeout "${DEVICE_PROTO_TIMEOUT:-240}" env UCX_WARN_UNUSED_ENV_VARS=n "${envs[@]}" \
+  mkdir -p "$PROTO_LOGS"
+  local log="$PROTO_LOGS/protocols_$name.log"
+  timeout "${DEVICE_PROTO_TIMEOUT:-120}" env UCX_WARN_UNUSED_ENV_VARS=n "${PROTO_TLS[@]}" "${envs[@]}" \
     "$PROTO_BUILD/tests/protocols/proto_test" "$@" --fork >"$log" 2>&1
   local rc=$?
   local line
-  line=$(grep -E "^(random|semantics|kill|survivor)" "$log" | tail -1 | cut -c1-150)
+  line=$(grep -E "^(random|semantics|burst|ipcshare|kill|survivor)" "$log" | tail -1 | cut -c1-150)
   case $rc in
     0) record "proto:$name" ok "$line" ;;
     77) record "proto:$name" skip "$(tail -1 "$log")" ;;
-    124) record "proto:$name" FAIL "timeout (${DEVICE_PROTO_TIMEOUT:-240} s)" ;;
-    *) record "proto:$name" FAIL "rc=$rc, see protocols_$name.log"; grep -m5 FAIL "$log" ;;
+    124) record "proto:$name" FAIL "timeout (${DEVICE_PROTO_TIMEOUT:-120} s)" ;;
+    *) record "proto:$name" FAIL "rc=$rc, see protocols_$name.log"; grep -m5 -E "FAIL|error" "$log" | tee -a "$SUMMARY" ;;
   esac
 }
 
 section_protocols() {
   proto_build || return
+  proto_pick_tls
   local g
   for g in 1 2; do
     if [ "$g" = 2 ] && [ "${PROTO_NGPU:-0}" -lt 2 ]; then record "proto:${g}gpu" skip "one GPU here"; continue; fi
@@ -162,33 +196,50 @@ section_protocols() {
       --cases 40 --seed 6
     proto_run "auto_semantics_${g}gpu" GDTE_LOG=warn -- semantics "${d[@]}" --protocol auto
     proto_run "rdma_kill_receiver_${g}gpu" GDTE_TIMEOUT=5 -- kill-receiver "${d[@]}" --protocol rdma
+    # The ring with the local copy, messages back to back, depth 1..8; one mapping per allocation.
+    proto_run "rdma_burst_${g}gpu" GDTE_LOG=warn GDTE_RDMA_LOCAL_COPY=1 -- burst "${d[@]}" --protocol rdma \
+      --expect-protocol rdma
+    proto_run "rdma_ipcshare_${g}gpu" GDTE_LOG=warn -- ipcshare "${d[@]}" --protocol rdma --expect-protocol rdma
   done
+  proto_archive protocols
 }
 
 section_bench_pingpong() {
   proto_build || return
-  local csv="" run g p part log rc
+  proto_pick_tls
+  mkdir -p "$PROTO_LOGS"
+  local csv="" run g p part log rc sizes sweep
   for run in ${DEVICE_PINGPONG_RUNS:-1:rdma 1:copyinout 2:rdma 2:copyinout}; do
     g=${run%%:*}; p=${run#*:}
     if [ "$g" = 2 ] && [ "${PROTO_NGPU:-0}" -lt 2 ]; then record "pingpong:$run" skip "one GPU here"; continue; fi
-    part="$OUT/pingpong-part-${g}gpu-$p.csv"; log="$OUT/pingpong-${g}gpu-$p.log"
-    timeout "${DEVICE_PROTO_TIMEOUT:-240}" env UCX_WARN_UNUSED_ENV_VARS=n "$PROTO_BUILD/bench/pingpong/pingpong" --fork \
-      --mem device --gpus "$g" --protocol "$p" --sizes "${DEVICE_PINGPONG_SIZES:-2048,4096,8192}" \
-      --iters "${DEVICE_PINGPONG_ITERS:-20}" --csv "$part" >"$log" 2>&1
+    part="$PROTO_LOGS/pingpong-part-${g}gpu-$p.csv"; log="$PROTO_LOGS/pingpong-${g}gpu-$p.log"
+    # Copy-in/out is bounded by the host hop: fewer sizes and only the default and unpipelined
+    # settings keep each run within its timeout even on TCP.
+    sizes=${DEVICE_PINGPONG_SIZES:-2048,4096}; sweep=full
+    if [ "$p" = copyinout ]; then sizes=${DEVICE_PINGPONG_COPY_SIZES:-2048}; sweep=default; fi
+    timeout "${DEVICE_PINGPONG_TIMEOUT:-120}" env UCX_WARN_UNUSED_ENV_VARS=n "${PROTO_TLS[@]}" \
+      "$PROTO_BUILD/bench/pingpong/pingpong" --fork --mem device --gpus "$g" --protocol "$p" --sizes "$sizes" \
+      --sweep "$sweep" --iters "${DEVICE_PINGPONG_ITERS:-10}" --warmup 2 --csv "$part" >"$log" 2>&1
     rc=$?
     case $rc in
-      0) record "pingpong:$run" ok "$(($(wc -l <"$part") - 1)) rows" ;;
+      0) record "pingpong:$run" ok "$(($(wc -l <"$part") - 1)) rows; $(grep -m1 -oE 'lane\[0\]: +[0-9]+:[a-z_0-9]+' "$log")" ;;
       77) record "pingpong:$run" skip "$(tail -1 "$log")"; continue ;;
-      *) record "pingpong:$run" FAIL "rc=$rc, see $(basename "$log")" ;;
+      124) record "pingpong:$run" FAIL "timeout (${DEVICE_PINGPONG_TIMEOUT:-120} s), partial CSV kept" ;;
+      *) record "pingpong:$run" FAIL "rc=$rc, see $(basename "$log")"; grep -m3 -E "error|VERIFY" "$log" | tee -a "$SUMMARY" ;;
     esac
     [ -s "$part" ] || continue
     if [ -z "$csv" ]; then csv="$OUT/pingpong-$(sed -n 2p "$part" | cut -d, -f1).csv"; : >"$csv"; fi
     if [ ! -s "$csv" ]; then cat "$part" >"$csv"; else tail -n +2 "$part" >>"$csv"; fi
   done
+  proto_archive pingpong
   if [ -n "$csv" ]; then
     echo "== bench/pingpong, default settings: layout vs contiguous through gdte ($(basename "$csv")) =="
     awk -F, 'NR > 1 && $4 != "contig" && ($7 == 0 || $4 == "rawcopy") && ($8 == 4 || $4 == "rawcopy") {
                printf "%d GPU %-10s %-10s %11d B %10.1f us %8.1f GB/s  x%s\n", $3, $4, $5, $6, $9, $10, $11 }' "$csv" |
+      tee -a "$SUMMARY"
+    echo "== bench/pingpong, rdma V by fragment size and depth (one-way us) ==" | tee -a "$SUMMARY"
+    awk -F, 'NR > 1 && $4 == "V" && $5 == "rdma" {
+               printf "%d GPU V %11d B frag %10d depth %d %10.1f us %8.1f GB/s\n", $3, $6, $7, $8, $9, $10 }' "$csv" |
       tee -a "$SUMMARY"
   fi
 }
@@ -246,6 +297,21 @@ section_mpi() {
   cat "$log" | grep -v "^\[" | tail -8
   if [ $rc -eq 0 ] && grep -q "transpose ping-pong.*device.* yes" "$log"; then record demo ok "2 ranks on $ng GPU(s), device buffers, verified"
   else record demo FAIL "rc=$rc, see demo.log"; fi
+  # With several GPUs, the same again with both ranks on one GPU.
+  if [ "$ng" -gt 1 ]; then
+    log="$OUT/mpi_gpu_1gpu.log"
+    (cd "$MPI_BUILD" && CUDA_VISIBLE_DEVICES=0 ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-300}") >"$log" 2>&1
+    rc=$?
+    res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
+    [ $rc -eq 0 ] && record mpi_gpu_1gpu ok "2 ranks on one GPU: $res" || record mpi_gpu_1gpu FAIL "$res"
+    log="$OUT/demo_1gpu.log"
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x CUDA_VISIBLE_DEVICES=0 \
+      -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" "$MPI_BUILD/examples/demo/gdte_demo" 128 4096 >"$log" 2>&1
+    rc=$?
+    grep -v "^\[" "$log" | tail -7
+    if [ $rc -eq 0 ] && grep -q "transpose ping-pong.*device.* yes" "$log"; then record demo_1gpu ok "2 ranks on one GPU, verified"
+    else record demo_1gpu FAIL "rc=$rc, see demo_1gpu.log"; fi
+  fi
 }
 
 section_bench_halo3d() {
