@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include "gdte.h"
 #include "gpu/gpu.h"
+#include "protocols/proto.h"
 #include "util/util.h"
 
 #ifndef PINGPONG_COMMIT
@@ -428,6 +429,9 @@ int main(int argc, char **argv)
                              .size = tp.size,
                              .allgather = tp_allgather};
     OK(gdte_comm_create(&cp, &comm));
+    /* The transports decide what copy-in/out can reach (TCP: a few GB/s; shared memory: more)
+     * and the latency of every control message: log them with the numbers. */
+    if (rank == 0) gdte_proto_print_transports(comm, 1, stdout);
     if (rank == 0) {
         char path[320];
         if (!csv_path) {

@@ -120,6 +120,22 @@ ucp_ep_h gdte_proto_ep(struct gdte_comm *ctx, int peer)
     return p->ep;
 }
 
+void gdte_proto_print_transports(gdte_proto_ctx_h ctx, int peer, FILE *f)
+{
+    if (!ctx || !f || peer < 0 || peer >= ctx->size || peer == ctx->rank) return;
+    ucp_ep_h ep = gdte_proto_ep(ctx, peer);
+    if (!ep) {
+        fprintf(f, "gdte: no UCX endpoint to peer %d\n", peer);
+        return;
+    }
+    /* UCX lists the endpoint's lanes with their transport and device (posix/sysv/cma = shared
+     * memory, tcp = sockets): what every control message and copy-in/out fragment rides on. */
+    fprintf(f, "gdte: UCX %s, UCX_TLS=%s, endpoint to peer %d:\n", ucp_get_version_string(),
+            getenv("UCX_TLS") ? getenv("UCX_TLS") : "(default)", peer);
+    ucp_ep_print_info(ep, f);
+    fflush(f);
+}
+
 static void close_ep(gdte_peer_t *p, int force)
 {
     if (!p->ep) return;
@@ -359,7 +375,12 @@ unsigned gdte_proto_progress(gdte_proto_ctx_h ctx)
         if (!c) break;
     }
     struct gdte_msg_req *r, *tmp;
-    DL_FOREACH_SAFE(ctx->active, r, tmp) n += (unsigned)advance(r);
+    unsigned adv = 0;
+    DL_FOREACH_SAFE(ctx->active, r, tmp) adv += (unsigned)advance(r);
+    n += adv;
+    /* READY/DONE/CTS just queued go out now rather than on the caller's next call: on the
+     * RDMA ring every fragment waits for one of them, so this is on its critical path. */
+    if (adv) n += ucp_worker_progress(ctx->worker);
     for (int i = 0; i < ctx->size; i++) {
         gdte_peer_t *p = &ctx->peers[i];
         if (p->close_req && ucp_request_check_status(p->close_req) != UCS_INPROGRESS) {

@@ -563,6 +563,10 @@ ucs_status_t gdte_proto_fin_handler(void *arg, const void *header, size_t header
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, fin->req);
     if (!req || req->peer != fin->src) return UCS_OK;
     gdte_proto_touch(req);
+    if (fin->status == GDTE_FIN_REDO) {
+        gdte_proto_rdma_redo(req);
+        return UCS_OK;
+    }
     if (fin->status != GDTE_OK) {
         /* The peer gave up on this message: stop, and do not answer. */
         gdte_proto_fail(req, (gdte_status_t)fin->status, 0);

@@ -332,7 +332,7 @@ static int recv_progress(struct gdte_msg_req *req)
             n++;
             break;
         case GDTE_SLOT_UNPACKING: {
-            gdte_status_t q = gdte_rdma_query(s->ev);
+            gdte_status_t q = gdte_rdma_query(&s->ev);
             if (q == GDTE_INPROGRESS) break;
             req->outstanding--;
             n++;
@@ -488,7 +488,7 @@ static int send_progress(struct gdte_msg_req *req)
     for (int i = 0; i < req->nslots; i++) {
         gdte_slot_t *s = &req->slots[i];
         if (s->state != GDTE_SLOT_PACKING) continue;
-        gdte_status_t q = gdte_rdma_query(s->ev);
+        gdte_status_t q = gdte_rdma_query(&s->ev);
         if (q == GDTE_INPROGRESS) continue;
         req->outstanding--;
         n++;

@@ -34,8 +34,43 @@ static int local_copy(const struct gdte_msg_req *req)
 }
 
 /* ---- IPC mappings of a peer's memory --------------------------------------------------------- */
-static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_gpu_ipc_handle_t *h,
-                                     gdte_ipc_map_t **map_p)
+/* CUDA maps an allocation into a process at most once: a second cudaIpcOpenMemHandle of the
+ * same allocation fails with cudaErrorAlreadyMapped, even through the handle of another buffer
+ * inside it. So every mapping of a peer's memory (its ring, its user buffers) lives in one table
+ * per peer, one entry per remote allocation (named by the handle of the allocation's base,
+ * which is what gdte_rdma_export sends), reference counted and shared by every buffer of that
+ * allocation. An entry is closed only when nothing uses it and its place is needed. */
+static void ipc_unmap(struct gdte_comm *ctx, gdte_ipc_map_t *m)
+{
+    (void)ctx;
+    if (!m->base) return;
+    gdte_rdma_close(m->base);
+    m->base = NULL;
+    m->refs = 0;
+    memset(&m->h, 0, sizeof m->h);
+}
+
+/* Close every unused mapping of the peer. A mapping kept after its allocation was freed by the
+ * peer pins that memory, and a new allocation of the peer can come back with the same handle
+ * bytes (the handle names the memory, not its lifetime) or overlap it in the driver's view:
+ * dropping what is unused is the one remedy when an open is refused. */
+static int ipc_flush_unused(struct gdte_comm *ctx, gdte_peer_t *p)
+{
+    int n = 0;
+    for (int i = 0; i < GDTE_PROTO_IPC_CACHE; i++) {
+        gdte_ipc_map_t *m = &p->ipc_cache[i];
+        if (m->base && m->refs == 0) {
+            ipc_unmap(ctx, m);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* A reference to the mapping of the allocation named by `h` (opened now if needed).
+ * GDTE_INPROGRESS: every entry is in use; an error: the runtime refused the mapping. */
+static gdte_status_t ipc_acquire(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_gpu_ipc_handle_t *h,
+                                 gdte_ipc_map_t **map_p)
 {
     gdte_ipc_map_t *victim = NULL;
     for (int i = 0; i < GDTE_PROTO_IPC_CACHE; i++) {
@@ -49,12 +84,14 @@ static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, cons
         if (m->refs == 0 && (!victim || !m->base || (victim->base && m->last_use < victim->last_use))) victim = m;
     }
     if (!victim) return GDTE_INPROGRESS; /* every mapping is in use: wait for one */
-    if (victim->base) {
-        gdte_rdma_close(victim->base);
-        victim->base = NULL;
-    }
+    ipc_unmap(ctx, victim);
     void *base;
     gdte_status_t st = gdte_rdma_open(h, &base);
+    if (st != GDTE_OK && ipc_flush_unused(ctx, p) > 0) {
+        gdte_info("peer %d: IPC open refused (%s); retrying after closing unused mappings", p->rank,
+                  gdte_status_name(st));
+        st = gdte_rdma_open(h, &base);
+    }
     if (st != GDTE_OK) return st;
     ctx->stats.ipc_opens++;
     victim->h = *h;
@@ -65,17 +102,36 @@ static gdte_status_t ipc_open_cached(struct gdte_comm *ctx, gdte_peer_t *p, cons
     return GDTE_OK;
 }
 
+static void ipc_release(gdte_ipc_map_t *m)
+{
+    if (m && m->refs > 0) m->refs--;
+}
+
+static void ipc_ok(gdte_peer_t *p) { p->ipc_fail_count = 0; }
+
+/* An IPC failure with this peer: the message at hand falls back; after a few in a row, RDMA with
+ * the peer is given up (no more offers or acceptances). */
+static void ipc_failed(gdte_peer_t *p, gdte_status_t why)
+{
+    if (++p->ipc_fail_count >= GDTE_PROTO_IPC_MAX_FAIL && !p->ipc_failed) {
+        p->ipc_failed = 1;
+        p->ring_failed = 1;
+        gdte_warn("peer %d: GPU IPC failed %d times in a row (%s): copy-in/out from now on", p->rank,
+                  p->ipc_fail_count, gdte_status_name(why));
+    }
+}
+
 static gdte_status_t open_peer_ring(struct gdte_comm *ctx, gdte_peer_t *p, const gdte_wire_rts_t *rts)
 {
-    if (p->peer_ring_base && p->peer_ring_id == rts->ring_id) return GDTE_OK;
-    if (p->peer_ring_base) gdte_rdma_close(p->peer_ring_base);
-    p->peer_ring_base = NULL;
-    gdte_status_t st = gdte_rdma_open(&rts->ring_h, &p->peer_ring_base);
+    if (p->peer_ring_map && p->peer_ring_id == rts->ring_id) return GDTE_OK;
+    /* A new ring of the peer (the old one is gone with its context): drop ours to the old. */
+    ipc_release(p->peer_ring_map);
+    p->peer_ring_map = NULL;
+    gdte_status_t st = ipc_acquire(ctx, p, &rts->ring_h, &p->peer_ring_map);
     if (st != GDTE_OK) {
-        p->peer_ring_base = NULL;
+        p->peer_ring_map = NULL;
         return st;
     }
-    ctx->stats.ipc_opens++;
     ctx->stats.ring_opens++;
     p->peer_ring_id = rts->ring_id;
     return GDTE_OK;
@@ -85,13 +141,8 @@ void gdte_proto_rdma_cleanup(struct gdte_comm *ctx)
 {
     for (int i = 0; i < ctx->size; i++) {
         gdte_peer_t *p = &ctx->peers[i];
-        if (p->peer_ring_base) gdte_rdma_close(p->peer_ring_base);
-        p->peer_ring_base = NULL;
-        for (int j = 0; j < GDTE_PROTO_IPC_CACHE; j++)
-            if (p->ipc_cache[j].base) {
-                gdte_rdma_close(p->ipc_cache[j].base);
-                p->ipc_cache[j].base = NULL;
-            }
+        p->peer_ring_map = NULL;
+        for (int j = 0; j < GDTE_PROTO_IPC_CACHE; j++) ipc_unmap(ctx, &p->ipc_cache[j]);
         if (p->ring) {
             gdte_rdma_free(ctx, p->ring->buf);
             free(p->ring);
@@ -103,9 +154,12 @@ void gdte_proto_rdma_cleanup(struct gdte_comm *ctx)
 /* ---- sender: what is offered in the handshake ---------------------------------------------- */
 static gdte_ring_t *make_ring(struct gdte_comm *ctx)
 {
+    /* The ring bounds the depth of every message to this peer (a message's own depth parameter
+     * cannot go past it), so it has at least GDTE_PROTO_RING_SLOTS_MIN slots: with only the
+     * default depth's 4, a message asking for depth 8 ran at depth 4. */
     int slots = (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
+    if (slots < GDTE_PROTO_RING_SLOTS_MIN) slots = GDTE_PROTO_RING_SLOTS_MIN;
     if (slots > GDTE_PROTO_MAX_DEPTH) slots = GDTE_PROTO_MAX_DEPTH;
-    if (slots < 2) slots = 2;
     int64_t slot_bytes = gdte_knob(GDTE_KNOB_FRAG_SIZE);
     if (slot_bytes <= 0) slot_bytes = GDTE_PROTO_RING_SLOT_DEFAULT;
     /* Rings of later peers shrink to what is left of the share, down to 256 KiB slots. */
@@ -209,12 +263,15 @@ static int64_t rdma_frag(const struct gdte_msg_req *req)
     return f < 1 ? 1 : f;
 }
 
-/* The sender's handles could not be opened here: never try again with this peer. */
+/* This message cannot go by RDMA after all (the sender's memory could not be mapped here):
+ * it goes by copy-in/out, which the CTS tells the sender; nothing was written yet. */
 static gdte_status_t fall_back(struct gdte_msg_req *req, gdte_status_t why)
 {
-    gdte_warn("peer %d: GPU IPC failed (%s): using copyinout from now on", req->peer, gdte_status_name(why));
-    req->ctx->peers[req->peer].ipc_failed = 1;
+    gdte_peer_t *p = &req->ctx->peers[req->peer];
+    gdte_warn("peer %d: GPU IPC failed (%s): this message goes by copyinout", req->peer, gdte_status_name(why));
+    if (why != GDTE_ERR_UNSUPPORTED) ipc_failed(p, why);
     gdte_proto_slots_release(req);
+    req->rdma_mode = 0;
     req->proto = &gdte_proto_copyinout_ops;
     return req->proto->recv_start(req);
 }
@@ -229,9 +286,13 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
     if (rts->flags & GDTE_RTS_BUF_HANDLE) {
         /* Contiguous sender: read its buffer directly, one operation for the whole message. */
         if (!req->ipc_ref) {
-            st = ipc_open_cached(ctx, p, &rts->buf_h, &req->ipc_ref);
+            st = ipc_acquire(ctx, p, &rts->buf_h, &req->ipc_ref);
             if (st == GDTE_INPROGRESS) return st;
-            if (st != GDTE_OK) return fall_back(req, st);
+            if (st != GDTE_OK) {
+                req->ipc_ref = NULL;
+                return fall_back(req, st);
+            }
+            ipc_ok(p);
             req->peer_mem = (char *)req->ipc_ref->base + rts->buf_off;
         }
         req->rdma_mode = GDTE_CTS_SRC_DIRECT;
@@ -246,7 +307,8 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
         return gdte_proto_send_cts(req, 0, GDTE_CTS_SRC_DIRECT, 0, NULL);
     }
     if (req->contig && gdte_rdma_exportable(req)) {
-        /* Contiguous receiver: the sender packs straight into our buffer and says when. */
+        /* Contiguous receiver: the sender packs straight into our buffer and says when (or
+         * that it could not map it: GDTE_FIN_REDO, then the message goes by copy-in/out). */
         gdte_gpu_ipc_handle_t h;
         int64_t off;
         if (gdte_rdma_export((char *)req->buf + req->L.disp, &h, &off) == GDTE_OK) {
@@ -256,7 +318,10 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
         }
     }
     if (!(rts->flags & GDTE_RTS_RING)) return fall_back(req, GDTE_ERR_UNSUPPORTED);
-    if ((st = open_peer_ring(ctx, p, rts)) != GDTE_OK) return fall_back(req, st);
+    st = open_peer_ring(ctx, p, rts);
+    if (st == GDTE_INPROGRESS) return st;
+    if (st != GDTE_OK) return fall_back(req, st);
+    ipc_ok(p);
     req->rdma_mode = 0;
     if (!req->slots) {
         req->frag = rdma_frag(req);
@@ -286,6 +351,34 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
     return gdte_proto_send_cts(req, got, 0, 0, NULL);
 }
 
+/* Receiver, contiguous-receiver shortcut: the sender could not map our buffer and asks for the
+ * message again by copy-in/out. */
+void gdte_proto_rdma_redo(struct gdte_msg_req *req)
+{
+    if (req->is_send || req->state != GDTE_REQ_ACTIVE || req->proto != &gdte_proto_rdma_ops ||
+        req->rdma_mode != GDTE_CTS_DST_HANDLE || !req->fin_wait)
+        return;
+    req->fin_wait = 0;
+    req->rdma_mode = 0;
+    req->proto = &gdte_proto_copyinout_ops;
+    req->state = GDTE_REQ_WAIT_RES; /* the progress loop starts copy-in/out and sends its CTS */
+    gdte_proto_touch(req);
+}
+
+/* Sender: our side of GDTE_FIN_REDO. Back to waiting for a CTS, which will be copy-in/out. */
+static gdte_status_t redo_by_copy(struct gdte_msg_req *req)
+{
+    gdte_wire_fin_t fin = {.src = req->ctx->rank, .status = GDTE_FIN_REDO, .req = req->peer_req, .sreq = req->id};
+    gdte_status_t st = gdte_proto_ctrl_send(req->ctx, req->peer, GDTE_AM_FIN, &fin, sizeof fin);
+    if (st != GDTE_OK) return st;
+    req->rdma_mode = 0;
+    req->proto = NULL;
+    req->cts_arrived = 0;
+    req->state = GDTE_REQ_WAIT_CTS;
+    gdte_proto_touch(req);
+    return GDTE_OK;
+}
+
 ucs_status_t gdte_proto_ready_handler(void *arg, const void *header, size_t header_length, void *data,
                                       size_t length, const ucp_am_recv_param_t *param)
 {
@@ -301,18 +394,17 @@ ucs_status_t gdte_proto_ready_handler(void *arg, const void *header, size_t head
     if (!req || req->is_send || req->proto != &gdte_proto_rdma_ops || req->state != GDTE_REQ_ACTIVE ||
         req->peer != h->src)
         return UCS_OK;
-    gdte_slot_t *s = gdte_proto_slot_free(req);
-    if (!s || h->k < 0 || h->k >= req->nfrags || h->ring_id != ctx->peers[req->peer].peer_ring_id ||
-        h->slot < 0 || h->slot >= req->rts.ring_slots) {
+    if (h->k < 0 || h->k >= req->nfrags || h->ring_id != ctx->peers[req->peer].peer_ring_id || h->slot < 0 ||
+        h->slot >= req->rts.ring_slots || req->nrdy >= GDTE_PROTO_MAX_DEPTH) {
         gdte_error("message %llu: unexpected RDMA fragment %lld", (unsigned long long)req->id, (long long)h->k);
         gdte_proto_fail(req, GDTE_ERR_INTERNAL, 1);
         return UCS_OK;
     }
-    s->k = h->k;
-    s->off = h->k * req->frag;
-    s->len = req->len - s->off < req->frag ? req->len - s->off : req->frag;
-    s->ring_slot = h->slot;
-    s->state = GDTE_SLOT_ARRIVED;
+    /* Queued in arrival order; recv_progress gives it a local slot as soon as one is free. */
+    req->rdy_k[req->nrdy] = h->k;
+    req->rdy_slot[req->nrdy] = h->slot;
+    req->nrdy++;
+    req->outstanding++;
     gdte_proto_touch(req);
     return UCS_OK;
 }
@@ -330,7 +422,7 @@ static int recv_progress(struct gdte_msg_req *req)
     gdte_status_t st = GDTE_OK;
     int n = 0;
     if (req->ev_pending) {
-        gdte_status_t q = gdte_rdma_query(req->ev);
+        gdte_status_t q = gdte_rdma_query(&req->ev);
         if (q == GDTE_INPROGRESS) return 0;
         req->ev_pending = 0;
         req->outstanding--;
@@ -352,6 +444,30 @@ static int recv_progress(struct gdte_msg_req *req)
     }
     gdte_peer_t *p = &ctx->peers[req->peer];
     int active = req->state == GDTE_REQ_ACTIVE;
+    /* Announced fragments into free local slots, oldest first. Aborted: hand the ring slots
+     * back unread, or the sender's ring shrinks for good. */
+    int taken = 0;
+    while (taken < req->nrdy) {
+        gdte_slot_t *s = active ? gdte_proto_slot_free(req) : NULL;
+        if (active && !s) break;
+        if (s) {
+            s->k = req->rdy_k[taken];
+            s->off = s->k * req->frag;
+            s->len = req->len - s->off < req->frag ? req->len - s->off : req->frag;
+            s->ring_slot = req->rdy_slot[taken];
+            s->state = GDTE_SLOT_ARRIVED;
+        } else if (!p->failed) {
+            send_done(req, req->rdy_slot[taken]);
+        }
+        req->outstanding--;
+        taken++;
+        n++;
+    }
+    if (taken) {
+        memmove(req->rdy_k, req->rdy_k + taken, (size_t)(req->nrdy - taken) * sizeof req->rdy_k[0]);
+        memmove(req->rdy_slot, req->rdy_slot + taken, (size_t)(req->nrdy - taken) * sizeof req->rdy_slot[0]);
+        req->nrdy -= taken;
+    }
     for (int i = 0; i < req->nslots && st == GDTE_OK; i++) {
         gdte_slot_t *s = &req->slots[i];
         if (s->state == GDTE_SLOT_ARRIVED) {
@@ -362,7 +478,7 @@ static int recv_progress(struct gdte_msg_req *req)
                 s->state = GDTE_SLOT_FREE;
                 continue;
             }
-            const char *src = (const char *)p->peer_ring_base + (int64_t)s->ring_slot * req->rts.ring_slot_bytes;
+            const char *src = (const char *)p->peer_ring_map->base + (int64_t)s->ring_slot * req->rts.ring_slot_bytes;
             if (s->dev) {
                 st = gdte_rdma_copy(req, s->dev->ptr, src, s->len);
                 if (st == GDTE_OK) st = gdte_rdma_record(req, &s->ev2);
@@ -388,7 +504,7 @@ static int recv_progress(struct gdte_msg_req *req)
         }
         if (s->state != GDTE_SLOT_UNPACKING) continue;
         if (s->ev2_pending) {
-            gdte_status_t q = gdte_rdma_query(s->ev2);
+            gdte_status_t q = gdte_rdma_query(&s->ev2);
             if (q == GDTE_INPROGRESS) continue;
             s->ev2_pending = 0;
             req->outstanding--;
@@ -405,7 +521,7 @@ static int recv_progress(struct gdte_msg_req *req)
             s->ring_slot = -1;
             if (st != GDTE_OK) break;
         }
-        gdte_status_t q = gdte_rdma_query(s->ev);
+        gdte_status_t q = gdte_rdma_query(&s->ev);
         if (q == GDTE_INPROGRESS) continue;
         req->outstanding--;
         s->state = GDTE_SLOT_FREE;
@@ -451,15 +567,16 @@ static gdte_status_t rdma_send_start(struct gdte_msg_req *req, const gdte_wire_c
     }
     if (req->rdma_mode == GDTE_CTS_DST_HANDLE) {
         gdte_gpu_ipc_handle_t h = cts->buf_h;
-        st = ipc_open_cached(ctx, p, &h, &req->ipc_ref);
+        st = ipc_acquire(ctx, p, &h, &req->ipc_ref);
         if (st != GDTE_OK) {
-            /* This message is lost (the receiver waits for our bytes in its buffer); later
-             * ones to this peer go without RDMA offers. */
-            gdte_warn("peer %d: cannot open its buffer over GPU IPC (%s); no more RDMA to it", req->peer,
-                      gdte_status_name(st));
-            p->ring_failed = 1;
-            return st == GDTE_INPROGRESS ? GDTE_ERR_NO_DEVICE_MEMORY : st;
+            /* Nothing was written: the receiver takes the message again by copy-in/out. */
+            req->ipc_ref = NULL;
+            gdte_warn("peer %d: cannot map its receive buffer over GPU IPC (%s): this message goes by copyinout",
+                      req->peer, gdte_status_name(st));
+            if (st != GDTE_INPROGRESS) ipc_failed(p, st);
+            return redo_by_copy(req);
         }
+        ipc_ok(p);
         req->peer_mem = (char *)req->ipc_ref->base + cts->buf_off;
         st = gdte_proto_pack_range(req, req->peer_mem, 0, req->len, gdte_rdma_gpu_work());
         if (st == GDTE_OK) st = gdte_rdma_record(req, &req->ev);
@@ -524,7 +641,7 @@ static int send_progress(struct gdte_msg_req *req)
     gdte_status_t st = GDTE_OK;
     int n = 0;
     if (req->ev_pending) {
-        gdte_status_t q = gdte_rdma_query(req->ev);
+        gdte_status_t q = gdte_rdma_query(&req->ev);
         if (q == GDTE_INPROGRESS) return 0;
         req->ev_pending = 0;
         req->outstanding--;
@@ -546,7 +663,7 @@ static int send_progress(struct gdte_msg_req *req)
     for (int i = 0; i < req->nslots && st == GDTE_OK; i++) {
         gdte_slot_t *s = &req->slots[i];
         if (s->state != GDTE_SLOT_PACKING) continue;
-        gdte_status_t q = gdte_rdma_query(s->ev);
+        gdte_status_t q = gdte_rdma_query(&s->ev);
         if (q == GDTE_INPROGRESS) continue;
         req->outstanding--;
         s->state = GDTE_SLOT_FREE;

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "gdte.h"
 
 typedef struct gdte_comm *gdte_proto_ctx_h;    /* the object behind gdte_comm_h */
@@ -80,6 +81,10 @@ typedef struct gdte_proto_ctx_attr {
 
 gdte_status_t gdte_proto_ctx_query(gdte_proto_ctx_h ctx, gdte_proto_ctx_attr_t *attr_p);
 
+/* Write the UCX transports of the endpoint to `peer` (ucp_ep_print_info) to `f`, creating
+ * the endpoint if needed: benchmarks and tests log what their messages travel on. */
+void gdte_proto_print_transports(gdte_proto_ctx_h ctx, int peer, FILE *f);
+
 /* ---- messages --------------------------------------------------------------------------- */
 /* Options of one send or receive: gdte_msg_params_t (gdte.h), used as is. */
 
@@ -112,6 +117,8 @@ gdte_status_t gdte_proto_probe(gdte_proto_ctx_h ctx, int peer, uint64_t tag, uin
  * are synchronous host operations. Every process of the test calls it before creating its
  * context. It checks the protocol (rings, credits, shortcuts, caches), not any GPU. */
 void gdte_proto_test_emulate_ipc(int on);
+/* Emulated GPU work reads as pending for up to `polls` polls of its event (0: done at once). */
+void gdte_proto_test_emulate_delay(int polls);
 void *gdte_proto_test_shm_alloc(size_t size);
 void gdte_proto_test_shm_free(void *ptr);
 

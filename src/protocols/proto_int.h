@@ -19,8 +19,17 @@
 /* RDMA ring slot when GDTE_FRAG_SIZE is 0: fragments over NVLink need a few MiB to hide the
  * per-fragment control round trip. */
 #define GDTE_PROTO_RING_SLOT_DEFAULT (4 << 20)
-/* Opened IPC mappings of peers' user buffers kept per peer (each costs a driver mapping). */
+#define GDTE_PROTO_RING_SLOTS_MIN 8
+/* Opened IPC mappings of a peer's allocations (its ring and user buffers) kept per peer: each
+ * costs a driver mapping, and CUDA lets a process map an allocation only once, so there is
+ * exactly one entry per remote allocation, shared by every buffer inside it. */
 #define GDTE_PROTO_IPC_CACHE 16
+/* Consecutive IPC failures with one peer before RDMA to it is given up for good (each failed
+ * message itself falls back to copy-in/out). */
+#define GDTE_PROTO_IPC_MAX_FAIL 4
+/* FIN status (not a gdte_status_t): the sender could not reach the receiver's buffer; the
+ * receiver answers the same handshake again, with copy-in/out. Nothing was written. */
+#define GDTE_FIN_REDO 0x7fff0001
 
 /* ---- wire format (all messages carry the sender's rank; both ends run the same build) ---- */
 enum {
@@ -132,11 +141,13 @@ typedef struct gdte_ring {
     gdte_gpu_ipc_handle_t handle;
 } gdte_ring_t;
 
+/* One mapping of one remote allocation, named by the IPC handle of its base (rdma_mem.c
+ * exports base + offset, so every buffer of an allocation has the same handle bytes). */
 typedef struct gdte_ipc_map {
     gdte_gpu_ipc_handle_t h;
     void *base;
     uint64_t last_use;
-    int refs;                     /* requests using the mapping now: not evicted */
+    int refs;                     /* users now (requests, the peer's ring): not evicted */
 } gdte_ipc_map_t;
 
 typedef struct gdte_peer {
@@ -152,9 +163,10 @@ typedef struct gdte_peer {
     gdte_unexp_t *early;          /* handshakes that arrived ahead of their turn */
     gdte_ring_t *ring;            /* ours, exposed to this peer */
     int ring_failed;              /* no RDMA offers to this peer (no ring, or IPC failed) */
-    uint64_t peer_ring_id;        /* the peer's ring, opened here */
-    void *peer_ring_base;
-    int ipc_failed;               /* opening this peer's handles failed once: use copy-in/out */
+    uint64_t peer_ring_id;        /* the peer's ring, opened here ... */
+    gdte_ipc_map_t *peer_ring_map; /* ... through the mapping table (holds one reference) */
+    int ipc_failed;               /* IPC with this peer failed GDTE_PROTO_IPC_MAX_FAIL times in a row */
+    int ipc_fail_count;
     uint32_t reach_pci;           /* the peer GPU last checked for access from ours ... */
     int reach;                    /* ... and the answer: 1 reachable, -1 not, 0 not checked */
     gdte_ipc_map_t ipc_cache[GDTE_PROTO_IPC_CACHE];
@@ -242,6 +254,13 @@ struct gdte_msg_req {
     void *eager_buf;       /* send: packed bytes of an eager message; recv: unexpected payload */
     void *peer_mem;        /* RDMA shortcut: the peer's buffer opened here (cached, not owned) */
     gdte_ipc_map_t *ipc_ref; /* ... and the cache entry it pins */
+    /* RDMA receiver: READYs that found every local slot busy. With the local copy the DONE of a
+     * fragment goes out once its copy is done, while its slot still unpacks, so the sender may
+     * announce the next fragment before a slot is free; it waits here (at most one per ring
+     * slot the sender has, bounded by the depth). Each entry counts in `outstanding`. */
+    int64_t rdy_k[GDTE_PROTO_MAX_DEPTH];
+    int32_t rdy_slot[GDTE_PROTO_MAX_DEPTH];
+    int nrdy;
     int mem_kind;          /* gdte_mem_kind_t of the data */
     int rdma_mode;         /* RDMA: 0 ring, GDTE_CTS_SRC_DIRECT or GDTE_CTS_DST_HANDLE */
     int truncated;         /* receive shorter than the message: GDTE_ERR_TRUNCATE at the end */
@@ -354,6 +373,8 @@ ucs_status_t gdte_proto_done_handler(void *arg, const void *header, size_t heade
                                      size_t length, const ucp_am_recv_param_t *param);
 /* Receiver side of a FIN for a one-sided RDMA shortcut. */
 void gdte_proto_rdma_fin(struct gdte_msg_req *req, const gdte_wire_fin_t *fin);
+/* Receiver of a contiguous-receiver shortcut: the sender asked for copy-in/out (GDTE_FIN_REDO). */
+void gdte_proto_rdma_redo(struct gdte_msg_req *req);
 gdte_status_t gdte_proto_slots_alloc(struct gdte_msg_req *req, int n);
 gdte_slot_t *gdte_proto_slot_free(struct gdte_msg_req *req);
 /* Record (creating it on first use) an event after the work queued on the context stream. */
@@ -381,7 +402,9 @@ gdte_status_t gdte_rdma_open(const gdte_gpu_ipc_handle_t *h, void **base_p);
 void gdte_rdma_close(void *base);
 gdte_status_t gdte_rdma_copy(struct gdte_msg_req *req, void *dst, const void *src, int64_t n);
 gdte_status_t gdte_rdma_record(struct gdte_msg_req *req, gdte_gpu_event_t *ev);
-gdte_status_t gdte_rdma_query(gdte_gpu_event_t ev);
+/* GDTE_OK once the work before the event recorded in *ev is done. The emulation can report
+ * work as pending for a few polls (gdte_proto_test_emulate_delay), as a GPU would. */
+gdte_status_t gdte_rdma_query(gdte_gpu_event_t *ev);
 /* Packs and unpacks of RDMA data run on the GPU (not in the emulation). */
 int gdte_rdma_gpu_work(void);
 

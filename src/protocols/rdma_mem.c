@@ -19,8 +19,10 @@
 #include "proto_int.h"
 
 static int emulate;
+static int emu_delay; /* emulated GPU work stays pending for up to this many polls */
 
 void gdte_proto_test_emulate_ipc(int on) { emulate = on; }
+void gdte_proto_test_emulate_delay(int polls) { emu_delay = polls < 0 ? 0 : polls; }
 int gdte_rdma_emulated(void) { return emulate; }
 
 /* ---- the emulation's shared-memory segments -------------------------------------------------- */
@@ -166,6 +168,12 @@ gdte_status_t gdte_rdma_open(const gdte_gpu_ipc_handle_t *h, void **base_p)
     emu_handle_t eh;
     memcpy(&eh, h->bytes, sizeof eh);
     eh.name[sizeof eh.name - 1] = 0;
+    /* As CUDA: an allocation is mapped into a process at most once (cudaErrorAlreadyMapped). */
+    for (int i = 0; i < EMU_SEGS; i++)
+        if (segs[i].base && !segs[i].mine && !strcmp(segs[i].name, eh.name)) {
+            gdte_error("emulated IPC: %s is already mapped in this process (cudaErrorAlreadyMapped)", eh.name);
+            return GDTE_ERR_GPU;
+        }
     emu_seg_t *s = seg_free_slot();
     if (!s) return GDTE_ERR_NO_MEMORY;
     int fd = shm_open(eh.name, O_RDWR, 0);
@@ -204,11 +212,58 @@ gdte_status_t gdte_rdma_copy(struct gdte_msg_req *req, void *dst, const void *sr
     return gdte_gpu_memcpy_async(dst, src, (size_t)n, gdte_proto_stream(req));
 }
 
-gdte_status_t gdte_rdma_record(struct gdte_msg_req *req, gdte_gpu_event_t *ev)
+/* Emulated completion: the work itself ran at once on the host, but the event reads as pending
+ * for 0..emu_delay polls (a fixed pseudo-random sequence), so that completions come late and
+ * out of order as on a GPU, and the protocols' state machines see the interleavings they see
+ * there (a DONE after a local copy while the unpack still runs, a READY for a slot not yet
+ * free). Entries are named by the address of the event variable; the table only delays, so
+ * an entry left behind by a failed path costs at most a few polls of a later event. */
+#define EMU_EVENTS 1024
+static struct {
+    const void *key;
+    int left;
+} emu_ev[EMU_EVENTS];
+static unsigned emu_ev_seq;
+
+static void emu_event_record(const void *key)
 {
-    return emulate ? GDTE_OK : gdte_proto_record(req, ev);
+    int left = emu_delay ? (int)((emu_ev_seq++ * 2654435761u) >> 16) % (emu_delay + 1) : 0;
+    int free_i = -1;
+    for (int i = 0; i < EMU_EVENTS; i++) {
+        if (emu_ev[i].key == key) {
+            emu_ev[i].left = left;
+            if (!left) emu_ev[i].key = NULL;
+            return;
+        }
+        if (!emu_ev[i].key && free_i < 0) free_i = i;
+    }
+    if (left && free_i >= 0) {
+        emu_ev[free_i].key = key;
+        emu_ev[free_i].left = left;
+    }
 }
 
-gdte_status_t gdte_rdma_query(gdte_gpu_event_t ev) { return emulate ? GDTE_OK : gdte_gpu_event_query(ev); }
+static gdte_status_t emu_event_query(const void *key)
+{
+    for (int i = 0; i < EMU_EVENTS; i++)
+        if (emu_ev[i].key == key) {
+            if (emu_ev[i].left-- > 0) return GDTE_INPROGRESS;
+            emu_ev[i].key = NULL;
+            return GDTE_OK;
+        }
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_rdma_record(struct gdte_msg_req *req, gdte_gpu_event_t *ev)
+{
+    if (!emulate) return gdte_proto_record(req, ev);
+    emu_event_record(ev);
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_rdma_query(gdte_gpu_event_t *ev)
+{
+    return emulate ? emu_event_query(ev) : gdte_gpu_event_query(*ev);
+}
 
 int gdte_rdma_gpu_work(void) { return !emulate; }

@@ -21,6 +21,10 @@
  *       --gpus 1|2 (device mode: both ranks on GPU 0, or rank r on GPU r)   --fork
  *       --params none (no per-message parameters: the GDTE_* knobs decide; pass --protocol too
  *       so the test knows what to expect)
+ *       --emu-delay N (emu: emulated GPU work stays pending for up to N polls; default 3)
+ *   proto_test burst    [opts]  messages back to back through the RDMA ring, depth 1..8, many
+ *                                fragments, non-contiguous on both sides (the local-copy path)
+ *   proto_test ipcshare [opts]  slices of one allocation sent and received: one IPC mapping
  */
 #include "twoproc.h"
 #include <stdarg.h>
@@ -36,6 +40,7 @@ static int rank, nfail, opt_emu, opt_knobs;
 static gdte_protocol_t opt_protocol = GDTE_PROTOCOL_AUTO;
 static gdte_protocol_t opt_expect = GDTE_PROTOCOL_AUTO;
 static int opt_device, opt_cases = 60;
+static int opt_emu_delay = 3; /* --mem emu: GPU work reads as pending for up to this many polls */
 static unsigned opt_seed = 12345;
 static gdte_comm_h comm;
 
@@ -778,6 +783,185 @@ static int test_revoke(void)
     return 0;
 }
 
+/* ---- burst: the RDMA ring with the local copy, messages back to back -------------------------- */
+/* Both ranks send each other `msgs` messages at once, non-contiguous on both sides (so they go
+ * through the sender's fragment ring), each of many fragments, for every depth 1..8. With
+ * GDTE_RDMA_LOCAL_COPY=1 (two GPUs, or the emulation) the receiver returns a ring slot as soon
+ * as its copy is done, while the slot's unpack still runs: the sender then announces the next
+ * fragment before the receiver has a free slot for it. With the emulation's delayed events
+ * (--emu-delay) that interleaving happens here as it does on a GPU. */
+static int test_burst(void)
+{
+    int peer = 1 - rank;
+    const int msgs = 4;
+    for (int depth = 1; depth <= 8; depth++) {
+        msg_t m[4];
+        memset(m, 0, sizeof m);
+        for (int i = 0; i < msgs; i++) {
+            /* Send: columns of 61 doubles, 64 apart; receive: columns of 41, 45 apart. The
+             * same 61*41*k doubles, about 40 fragments of 4 KiB to 12 KiB. */
+            int64_t n = 61 * 41 * (int64_t)(8 + i);
+            gdte_type_h sv, sv2, rv;
+            OK(gdte_type_create_vector(n / 61, 61, 64, dbl(), &sv));
+            OK(gdte_type_create_vector(n / 61, 61, 64, dbl(), &sv2)); /* the peer's, for the oracle */
+            OK(gdte_type_create_vector(n / 41, 41, 45, dbl(), &rv));
+            m[i].myst.type = sv;
+            m[i].st.type = sv2;
+            m[i].rt.type = rv;
+            ttype_t *tts[3] = {&m[i].myst, &m[i].st, &m[i].rt};
+            for (int j = 0; j < 3; j++) {
+                gdte_type_info_t ti;
+                OK(gdte_type_commit(tts[j]->type));
+                OK(gdte_type_get_info(tts[j]->type, &ti));
+                tts[j]->count = 1;
+                tts[j]->span = ti.true_lb + ti.true_extent;
+                OK(gdte_type_pack_size(1, tts[j]->type, &tts[j]->size));
+                snprintf(tts[j]->desc, sizeof tts[j]->desc, "%s", j == 2 ? "vector(41 of 45)" : "vector(61 of 64)");
+            }
+            unsigned char *mine = malloc((size_t)m[i].myst.span + GUARD), *theirs = malloc((size_t)m[i].st.span + GUARD);
+            rng_t r1 = {opt_seed * 31ull + (uint64_t)(depth * 16 + i) * 2 + (uint64_t)rank};
+            rng_t r2 = {opt_seed * 31ull + (uint64_t)(depth * 16 + i) * 2 + (uint64_t)peer};
+            fill(&r1, mine, m[i].myst.span + GUARD);
+            fill(&r2, theirs, m[i].st.span + GUARD);
+            buf_alloc(&m[i].sbuf, m[i].myst.span);
+            memcpy(m[i].sbuf.host, mine, (size_t)m[i].sbuf.bytes);
+            buf_push(&m[i].sbuf);
+            buf_alloc(&m[i].rbuf, m[i].rt.span);
+            memset(m[i].rbuf.host, POISON, (size_t)m[i].rbuf.bytes);
+            buf_push(&m[i].rbuf);
+            m[i].exp = malloc((size_t)m[i].rbuf.bytes);
+            oracle(theirs, &m[i].st, &m[i].rt, m[i].exp, m[i].rbuf.bytes);
+            free(mine);
+            free(theirs);
+            gdte_msg_params_t p = {.field_mask = GDTE_MSG_FIELD_PROTOCOL | GDTE_MSG_FIELD_DEPTH |
+                                                 GDTE_MSG_FIELD_FRAG_SIZE,
+                                   .protocol = opt_protocol,
+                                   .depth = depth,
+                                   .frag_size = 4096 << (i % 2)};
+            m[i].sp = m[i].rp = p;
+        }
+        for (int i = 0; i < msgs; i++)
+            OK(gdte_msg_irecv(comm, m[i].rbuf.user, 1, m[i].rt.type, peer, (uint64_t)(1000 + i), &m[i].rp, &m[i].rreq));
+        for (int i = 0; i < msgs; i++)
+            OK(gdte_msg_isend(comm, m[i].sbuf.user, 1, m[i].myst.type, peer, (uint64_t)(1000 + i), &m[i].sp,
+                              &m[i].sreq));
+        for (int i = 0; i < msgs; i++) {
+            gdte_msg_status_t s;
+            gdte_status_t st = gdte_msg_wait(&m[i].rreq, &s);
+            CHECK(st == GDTE_OK, "depth %d message %d recv: %s", depth, i, gdte_status_name(st));
+            CHECK(s.bytes == m[i].st.size, "depth %d message %d: %lld bytes, expected %lld", depth, i,
+                  (long long)s.bytes, (long long)m[i].st.size);
+            check_protocol(&s, m[i].st.size, "recv");
+            buf_pull(&m[i].rbuf);
+            int64_t d = first_diff(m[i].rbuf.host, m[i].exp, m[i].rbuf.bytes);
+            CHECK(d < 0, "depth %d message %d: byte %lld differs", depth, i, (long long)d);
+            st = gdte_msg_wait(&m[i].sreq, &s);
+            CHECK(st == GDTE_OK, "depth %d message %d send: %s", depth, i, gdte_status_name(st));
+            check_protocol(&s, m[i].myst.size, "send");
+        }
+        for (int i = 0; i < msgs; i++) {
+            gdte_type_free(&m[i].st.type);
+            gdte_type_free(&m[i].rt.type);
+            gdte_type_free(&m[i].myst.type);
+            buf_free(&m[i].sbuf);
+            buf_free(&m[i].rbuf);
+            free(m[i].exp);
+        }
+    }
+    if (rank == 0) printf("burst: %d messages each way at each depth 1..8\n", msgs);
+    return 0;
+}
+
+/* ---- ipcshare: several buffers of one allocation, mapped once ----------------------------------- */
+/* CUDA maps a peer's allocation into a process once (a second open fails with
+ * cudaErrorAlreadyMapped, which the emulation reproduces): messages whose buffers lie in one
+ * allocation of the peer (slices of one slab) must share one mapping. Rank 1 sends contiguous
+ * slices of one allocation (rank 0 reads them straight from it), then receives into contiguous
+ * slices of one allocation (rank 0 writes straight into them); each side must have opened the
+ * other's slab once, whatever the order. */
+static int test_ipcshare(void)
+{
+    const int nsl = 6;
+    const int64_t per = 20000; /* doubles per slice: far above the eager size */
+    int peer = 1 - rank;
+    size_t bytes = (size_t)(nsl * per + 16) * 8;
+    unsigned char *slab = dmalloc(bytes), *host = malloc(bytes), *back = malloc(bytes);
+    gdte_type_h c = contig_of(GDTE_BASIC_DOUBLE, per), v;
+    OK(gdte_type_create_vector(per / 100, 100, 103, dbl(), &v));
+    OK(gdte_type_commit(v));
+    gdte_type_info_t vi;
+    OK(gdte_type_get_info(v, &vi));
+    unsigned char *other = dmalloc((size_t)(vi.true_lb + vi.true_extent) * nsl);
+    gdte_proto_ctx_attr_t a0 = {.field_mask = GDTE_PROTO_CTX_ATTR_FIELD_STATS}, a1 = a0;
+    gdte_proto_ctx_query(comm, &a0);
+    for (int round = 0; round < 2; round++) {
+        int sender = round == 0 ? 1 : 0; /* round 0: rank 1's slab is read; round 1: written */
+        gdte_msg_req_h q[8];
+        gdte_msg_params_t p = proto_params();
+        for (size_t i = 0; i < bytes; i++) host[i] = (unsigned char)(i * 7 + (size_t)round);
+        if (rank == 1) {
+            dput(slab, host, bytes);
+            for (int i = 0; i < nsl; i++) {
+                /* Slices at odd offsets inside the slab: every one is a different pointer. */
+                unsigned char *sl = slab + 8 * ((int64_t)i * per + i);
+                if (sender == 1) OK(gdte_msg_isend(comm, sl, 1, c, peer, (uint64_t)(2000 + i), &p, &q[i]));
+                else OK(gdte_msg_irecv(comm, sl, 1, c, peer, (uint64_t)(2000 + i), &p, &q[i]));
+            }
+        } else {
+            size_t ob = (size_t)(vi.true_lb + vi.true_extent) * nsl;
+            unsigned char *oh = malloc(ob);
+            for (size_t i = 0; i < ob; i++) oh[i] = (unsigned char)(i * 13 + (size_t)round);
+            dput(other, oh, ob);
+            free(oh);
+            for (int i = 0; i < nsl; i++) {
+                unsigned char *sl = other + (vi.true_lb + vi.true_extent) * i;
+                if (sender == 1) OK(gdte_msg_irecv(comm, sl, 1, v, peer, (uint64_t)(2000 + i), &p, &q[i]));
+                else OK(gdte_msg_isend(comm, sl, 1, v, peer, (uint64_t)(2000 + i), &p, &q[i]));
+            }
+        }
+        for (int i = 0; i < nsl; i++) {
+            gdte_msg_status_t s;
+            gdte_status_t st = gdte_msg_wait(&q[i], &s);
+            CHECK(st == GDTE_OK, "round %d slice %d: %s", round, i, gdte_status_name(st));
+            check_protocol(&s, 8 * per, rank == sender ? "send" : "recv");
+        }
+        /* Check the contiguous side's slices: round 0 rank 0 unpacked them, round 1 rank 1 got them. */
+        if (rank == 1 && sender == 0) {
+            dget(back, slab, bytes);
+            size_t ob = (size_t)(vi.true_lb + vi.true_extent) * nsl;
+            unsigned char *oh = malloc(ob), *packed = malloc((size_t)per * 8);
+            for (size_t i = 0; i < ob; i++) oh[i] = (unsigned char)(i * 13 + (size_t)round);
+            for (int i = 0; i < nsl; i++) {
+                int64_t got;
+                gdte_pack_params_t hp = {.field_mask = GDTE_PACK_FIELD_FLAGS, .flags = GDTE_PACK_FLAG_HOST};
+                OK(gdte_pack(oh + (vi.true_lb + vi.true_extent) * i, 1, v, packed, per * 8, &hp, &got));
+                CHECK(!memcmp(back + 8 * ((int64_t)i * per + i), packed, (size_t)per * 8), "round %d slice %d: wrong bytes",
+                      round, i);
+            }
+            free(oh);
+            free(packed);
+        }
+        tp_barrier();
+    }
+    gdte_proto_ctx_query(comm, &a1);
+    /* Rank 0 opened rank 1's slab (round 0) and its ring at most: never one mapping per slice. */
+    if (opt_emu || opt_device) {
+        int64_t opens = a1.stats.ipc_opens - a0.stats.ipc_opens;
+        if (rank == 0 && opt_expect == GDTE_PROTOCOL_RDMA)
+            CHECK(opens == 1, "rank 0 opened rank 1's slab %lld times for %d slices", (long long)opens, nsl);
+        if (rank == 1 && opt_expect == GDTE_PROTOCOL_RDMA)
+            CHECK(opens == 0, "rank 1 opened %lld mappings of rank 0's memory (expected none)", (long long)opens);
+    }
+    dfree(slab);
+    dfree(other);
+    free(host);
+    free(back);
+    gdte_type_free(&c);
+    gdte_type_free(&v);
+    if (rank == 0) printf("ipcshare: %d slices of one allocation each way\n", nsl);
+    return 0;
+}
+
 /* ---- main ----------------------------------------------------------------------------------- */
 static gdte_protocol_t parse_protocol(const char *s)
 {
@@ -794,7 +978,7 @@ int main(int argc, char **argv)
     int size = tp.size, opt_gpus = 1;
     if (size != 2 || argc < 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: [mpirun -np 2] proto_test random|semantics|kill-receiver|kill-sender [opts]\n");
+            fprintf(stderr, "usage: [mpirun -np 2] proto_test random|semantics|burst|ipcshare|revoke|kill-receiver|kill-sender [opts]\n");
         return tp_finalize(2);
     }
     const char *mode = argv[1];
@@ -809,6 +993,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--seed")) opt_seed = (unsigned)strtoul(argv[i + 1], NULL, 0);
         else if (!strcmp(argv[i], "--gpus")) opt_gpus = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--params")) opt_knobs = !strcmp(argv[i + 1], "none");
+        else if (!strcmp(argv[i], "--emu-delay")) opt_emu_delay = atoi(argv[i + 1]);
     }
     gdte_init_params_t ip = {.field_mask = 0};
     if (opt_device) {
@@ -821,12 +1006,17 @@ int main(int argc, char **argv)
         gdte_finalize();
         return tp_finalize(77);
     }
-    if (opt_emu) gdte_proto_test_emulate_ipc(1);
+    if (opt_emu) {
+        gdte_proto_test_emulate_ipc(1);
+        gdte_proto_test_emulate_delay(opt_emu_delay);
+    }
     gdte_comm_params_t cp = {.field_mask = GDTE_COMM_FIELD_RANK | GDTE_COMM_FIELD_SIZE | GDTE_COMM_FIELD_ALLGATHER,
                              .rank = rank,
                              .size = size,
                              .allgather = tp_allgather};
     OK(gdte_comm_create(&cp, &comm));
+    /* What the messages travel on (shared memory or TCP): in the log, for the record. */
+    if (rank == 0) gdte_proto_print_transports(comm, 1, stdout);
     unsigned seed = opt_seed;
     tp_bcast(&seed, sizeof seed);
     opt_seed = seed;
@@ -839,6 +1029,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "random")) test_random();
     else if (!strcmp(mode, "semantics")) test_semantics();
     else if (!strcmp(mode, "revoke")) test_revoke();
+    else if (!strcmp(mode, "burst")) test_burst();
+    else if (!strcmp(mode, "ipcshare")) test_ipcshare();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         nfail++;
