@@ -97,6 +97,10 @@ gdte_status_t gdte_gpu_ipc_get_handle(void *dev_ptr, gdte_gpu_ipc_handle_t *h_p)
 gdte_status_t gdte_gpu_ipc_open(const gdte_gpu_ipc_handle_t *h, void **dev_ptr_p);
 gdte_status_t gdte_gpu_ipc_close(void *dev_ptr);
 
+/* Incremented whenever gdte releases an address range (free, host free, unregister, IPC
+ * close): caches of address ranges compare it to know when to drop their entries. */
+uint64_t gdte_gpu_unmap_epoch(void);
+
 /* Last runtime error text (thread-local), for logs. */
 const char *gdte_gpu_last_error(void);
 

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdatomic.h>
 #include "gpu.h"
 #include "gpu_compat.h"
 #include "util/util.h"
@@ -179,10 +180,19 @@ gdte_status_t gdte_gpu_malloc(void **ptr_p, size_t size)
     return GDTE_OK;
 }
 
+/* Counts every release of an address range (free, IPC close, unregister): the memory-kind
+ * cache above this layer drops its ranges when it moves, so a range gdte released and the OS
+ * reused for host memory is never taken for device memory. */
+static _Atomic uint64_t unmap_epoch;
+uint64_t gdte_gpu_unmap_epoch(void) { return unmap_epoch; }
+
 gdte_status_t gdte_gpu_free(void *ptr)
 {
     NEED_DEVICE();
-    if (ptr) CHECK(hipFree(ptr));
+    if (ptr) {
+        unmap_epoch++;
+        CHECK(hipFree(ptr));
+    }
     return GDTE_OK;
 }
 
@@ -199,7 +209,10 @@ gdte_status_t gdte_gpu_host_alloc(void **ptr_p, size_t size, int mapped)
 gdte_status_t gdte_gpu_host_free(void *ptr)
 {
     NEED_DEVICE();
-    if (ptr) CHECK(hipHostFree(ptr));
+    if (ptr) {
+        unmap_epoch++;
+        CHECK(hipHostFree(ptr));
+    }
     return GDTE_OK;
 }
 
@@ -218,6 +231,7 @@ gdte_status_t gdte_gpu_host_register(void *ptr, size_t size)
 gdte_status_t gdte_gpu_host_unregister(void *ptr)
 {
     NEED_DEVICE();
+    unmap_epoch++;
     CHECK(hipHostUnregister(ptr));
     return GDTE_OK;
 }
@@ -474,6 +488,7 @@ gdte_status_t gdte_gpu_ipc_open(const gdte_gpu_ipc_handle_t *h, void **dev_ptr_p
 gdte_status_t gdte_gpu_ipc_close(void *dev_ptr)
 {
     NEED_DEVICE();
+    unmap_epoch++;
     CHECK(hipIpcCloseMemHandle(dev_ptr));
     return GDTE_OK;
 }

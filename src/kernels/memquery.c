@@ -8,8 +8,9 @@
  * pinned later is reported as pinned at once). The price is one runtime call per query on host
  * buffers, which only GPU builds with a device pay.
  *
- * What the cache cannot see: a device allocation freed by the application and its addresses
- * reused for device memory of another GPU. gdte_memquery_forget() drops ranges for callers
+ * Ranges gdte itself releases (its staging and plan memory, IPC mappings) empty the cache
+ * through the GPU layer's unmap epoch. What the cache cannot see: a device allocation freed by
+ * the application and its addresses reused. gdte_memquery_forget() drops ranges for callers
  * that know of a free (the MPI layer, tests).
  */
 #include <pthread.h>
@@ -32,6 +33,7 @@ static range_t ranges[CACHE_RANGES]; /* sorted by base, disjoint */
 static int nranges;
 static uint64_t next_stamp;
 static _Atomic int64_t n_hits, n_misses;
+static _Atomic uint64_t cache_epoch;
 
 /* Index of the last range with base <= p, or -1. Caller holds the lock. */
 static int find(uintptr_t p)
@@ -87,6 +89,15 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
         return GDTE_OK;
     }
     uintptr_t p = (uintptr_t)ptr;
+    uint64_t epoch = gdte_gpu_unmap_epoch();
+    if (epoch != cache_epoch) {
+        /* gdte released some range since the cache was filled: its addresses may now be host
+         * memory. Start over (rare: pools keep their memory in steady state). */
+        pthread_rwlock_wrlock(&rw);
+        nranges = 0;
+        cache_epoch = epoch;
+        pthread_rwlock_unlock(&rw);
+    }
     pthread_rwlock_rdlock(&rw);
     int i = find(p);
     if (i >= 0 && p < ranges[i].end) {

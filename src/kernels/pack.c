@@ -93,7 +93,10 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
         if ((st = gdte_mem_query(probe, &mu)) != GDTE_OK || (st = gdte_mem_query(packed, &mp)) != GDTE_OK)
             return st;
         if (flags & GDTE_PACK_FLAG_HOST) {
-            /* The host cannot touch device memory: refuse instead of faulting. */
+            /* The host cannot touch device memory: refuse instead of faulting. The cache may
+             * hold a range the application freed since: ask the runtime before refusing. */
+            if (is_device_kind(mu.kind) && gdte_gpu_pointer_query(probe, &mu) != GDTE_OK) return GDTE_ERR_GPU;
+            if (is_device_kind(mp.kind) && gdte_gpu_pointer_query(packed, &mp) != GDTE_OK) return GDTE_ERR_GPU;
             if (is_device_kind(mu.kind) || is_device_kind(mp.kind)) return GDTE_ERR_MEMORY_KIND;
         } else {
             on_gpu = is_device_kind(mu.kind) || is_device_kind(mp.kind) ||
