@@ -459,6 +459,12 @@ static gdte_status_t send_frag(struct gdte_msg_req *req, gdte_slot_t *s)
     struct gdte_comm *ctx = req->ctx;
     ucp_ep_h ep = gdte_proto_ep(ctx, req->peer);
     if (!ep) return GDTE_ERR_PEER_FAILED;
+    if (gdte_fault_hit(GDTE_KNOB_FAULT_UCX_ERROR)) {
+        /* Injected: handled exactly as UCX reporting an endpoint error would be. */
+        gdte_warn("peer %d: injected UCX error on fragment %lld (GDTE_FAULT_UCX_ERROR)", req->peer, (long long)s->k);
+        gdte_proto_peer_failed(ctx, req->peer, GDTE_ERR_TRANSPORT);
+        return GDTE_ERR_TRANSPORT;
+    }
     const void *src = direct(req) ? (const char *)req->buf + req->L.disp + s->off
                                   : (ucx_dev_staging(req) ? s->dev->ptr : s->host->ptr);
     s->hdr = (gdte_wire_frag_t){.src = ctx->rank, .rreq = req->peer_req, .k = s->k};

@@ -42,7 +42,8 @@ void gdte_log_emit(gdte_log_level_t lvl, const char *file, int line, const char 
     X(STAGING_MAX, "GDTE_STAGING_MAX", SIZE, "268435456", "65536..2^40", "staging (pinned and device) bytes per process") \
     X(DISABLE, "GDTE_DISABLE", BOOL, "0", "0|1", "interposer: pass every call to MPI untouched") \
     X(FAKE_DEVICE, "GDTE_FAKE_DEVICE", BOOL, "0", "0|1", "testing: treat buffers registered with the test hook as device memory") \
-    X(FAULT_STAGING_OOM, "GDTE_FAULT_STAGING_OOM", INT, "0", "0..1000000 (0: off)", "fault injection: the K-th staging allocation of the process fails once")
+    X(FAULT_STAGING_OOM, "GDTE_FAULT_STAGING_OOM", INT, "0", "0..1000000 (0: off)", "fault injection: the K-th staging allocation of the process fails once") \
+    X(FAULT_UCX_ERROR, "GDTE_FAULT_UCX_ERROR", INT, "0", "0..1000000 (0: off)", "fault injection: the K-th fragment sent over UCX by the process fails as an endpoint error")
 
 typedef enum {
 #define GDTE_X_KNOB_ID(id, name, kind, def, acc, doc) GDTE_KNOB_##id,

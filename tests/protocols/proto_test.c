@@ -741,6 +741,58 @@ static int test_kill(int victim_is_receiver)
     return nfail;
 }
 
+/* ---- an injected UCX error (GDTE_FAULT_UCX_ERROR) fails the message, not the process -------- */
+static int test_inject_ucx(void)
+{
+    /* The sender's K-th fragment fails as a UCX endpoint error would: its request ends with
+     * GDTE_ERR_TRANSPORT, the receiver's fails too (peer failure or GDTE_TIMEOUT, never a
+     * hang), and a new communicator between the same processes works afterwards. */
+    int64_t n = 1 << 20;
+    gdte_type_h t;
+    OK(gdte_type_create_vector(n / 2, 1, 2, dbl(), &t));
+    OK(gdte_type_commit(t));
+    double *a = malloc((size_t)n * sizeof(double));
+    for (int64_t i = 0; i < n; i++) a[i] = (double)i;
+    gdte_msg_params_t p = {.field_mask = GDTE_MSG_FIELD_PROTOCOL | GDTE_MSG_FIELD_FRAG_SIZE | GDTE_MSG_FIELD_DEPTH,
+                           .protocol = GDTE_PROTOCOL_COPYINOUT,
+                           .frag_size = 8192,
+                           .depth = 2};
+    gdte_msg_req_h q;
+    if (rank == 0) OK(gdte_msg_isend(comm, a, 1, t, 1, 9, &p, &q));
+    else OK(gdte_msg_irecv(comm, a, 1, t, 0, 9, &p, &q));
+    double t0 = tp_time();
+    gdte_status_t st = gdte_msg_wait(&q, NULL);
+    printf("[rank %d] request ended with %s after %.1f s\n", rank, gdte_status_name(st), tp_time() - t0);
+    if (rank == 0) CHECK(st == GDTE_ERR_TRANSPORT, "sender: %s, expected GDTE_ERR_TRANSPORT", gdte_status_name(st));
+    else
+        CHECK(st == GDTE_ERR_PEER_FAILED || st == GDTE_ERR_TRANSPORT || st == GDTE_ERR_TIMEOUT,
+              "receiver: %s, expected a failure", gdte_status_name(st));
+    /* The library keeps working: a new communicator carries a message intact. */
+    OK(gdte_comm_destroy(comm));
+    comm = NULL;
+    gdte_comm_params_t cp = {.field_mask = GDTE_COMM_FIELD_RANK | GDTE_COMM_FIELD_SIZE | GDTE_COMM_FIELD_ALLGATHER,
+                             .rank = rank,
+                             .size = 2,
+                             .allgather = tp_allgather};
+    OK(gdte_comm_create(&cp, &comm));
+    if (rank == 1)
+        for (int64_t i = 0; i < n; i++) a[i] = -1.0;
+    if (rank == 0) OK(gdte_msg_isend(comm, a, 1, t, 1, 10, &p, &q));
+    else OK(gdte_msg_irecv(comm, a, 1, t, 0, 10, &p, &q));
+    st = gdte_msg_wait(&q, NULL);
+    CHECK(st == GDTE_OK, "message after the injected error: %s", gdte_status_name(st));
+    if (rank == 1)
+        for (int64_t i = 0; i < n; i++)
+            if (a[i] != (i % 2 ? -1.0 : (double)i)) {
+                CHECK(0, "byte at element %lld wrong after the injected error", (long long)i);
+                break;
+            }
+    free(a);
+    gdte_type_free(&t);
+    if (!nfail) printf("inject-ucx: failure reported on both sides, next communicator ok\n");
+    return nfail;
+}
+
 /* ---- a process that leaves with a send in flight revokes its handshake ---------------------- */
 static int test_revoke(void)
 {
@@ -978,7 +1030,7 @@ int main(int argc, char **argv)
     int size = tp.size, opt_gpus = 1;
     if (size != 2 || argc < 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: [mpirun -np 2] proto_test random|semantics|burst|ipcshare|revoke|kill-receiver|kill-sender [opts]\n");
+            fprintf(stderr, "usage: [mpirun -np 2] proto_test random|semantics|burst|ipcshare|revoke|inject-ucx|kill-receiver|kill-sender [opts]\n");
         return tp_finalize(2);
     }
     const char *mode = argv[1];
@@ -1031,6 +1083,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "revoke")) test_revoke();
     else if (!strcmp(mode, "burst")) test_burst();
     else if (!strcmp(mode, "ipcshare")) test_ipcshare();
+    else if (!strcmp(mode, "inject-ucx")) test_inject_ucx();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         nfail++;
