@@ -6,7 +6,7 @@ pkgs=(cmake ninja-build gcc g++ make pkg-config git
       libopenmpi-dev openmpi-bin           # MPI: oracle, MPI layer, tests
       libucx-dev ucx-utils                 # UCX: protocols
       uthash-dev                           # hash tables
-      clang libclang-rt-14-dev             # sanitizers, libFuzzer
+      clang libclang-rt-14-dev llvm        # sanitizers, libFuzzer, llvm-symbolizer
       hipcc libamdhip64-dev                # HIP compile check (AMD)
       python3 python3-matplotlib)          # plots
 missing=()

@@ -174,9 +174,28 @@ static _Thread_local MPI_Request *snap_req;
 static _Thread_local MPI_Status *snap_st;
 static _Thread_local size_t snap_cap;
 
+/* A thread that exits frees its scratch: a key whose destructor runs at thread exit (the
+ * thread-local pointers are still valid then). */
+static pthread_key_t snap_key;
+static pthread_once_t snap_once = PTHREAD_ONCE_INIT;
+static void snap_release(void *unused)
+{
+    (void)unused;
+    free(snap_req);
+    free(snap_st);
+    snap_req = NULL;
+    snap_st = NULL;
+    snap_cap = 0;
+}
+static void snap_key_init(void) { pthread_key_create(&snap_key, snap_release); }
+
 static int snapshot(int n, const MPI_Request reqs[])
 {
     if ((size_t)n > snap_cap) {
+        if (snap_cap == 0) {
+            pthread_once(&snap_once, snap_key_init);
+            pthread_setspecific(snap_key, &snap_once); /* any non-NULL value arms the destructor */
+        }
         size_t c = (size_t)n < 64 ? 64 : (size_t)n;
         MPI_Request *a = realloc(snap_req, c * sizeof *a);
         if (!a) return -1;
