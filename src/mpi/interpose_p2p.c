@@ -196,6 +196,44 @@ int gdte_ipo_persistent_pack(gdte_ipo_req_t *r)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* After a blocking receive of MPI_PACKED into staging: unpack what arrived (a truncated
+ * message too: the bytes that fit), release the staging, hand the status back. */
+static int recv_done(const char *fn, MPI_Comm comm, int rc, void *buf, int count, MPI_Datatype dt,
+                     gdte_ipo_kind_t kind, msg_t *m, MPI_Status *st, MPI_Status *status)
+{
+    int eclass = MPI_SUCCESS, erc = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+    if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
+        gdte_ipo_cnt_g.recvs++;
+        erc = gdte_ipo_recv_finish(comm, fn, buf, count, dt, m->type, kind, m->stage, m->nbytes, st);
+    }
+    gdte_stage_release(m->stage);
+    if (status != MPI_STATUS_IGNORE) *status = *st;
+    return rc != MPI_SUCCESS ? rc : erc;
+}
+
+/* Record a posted receive of MPI_PACKED into staging (nonblocking or persistent), so its
+ * completion unpacks into the user's buffer. */
+static void recv_record(gdte_ipo_req_t *r, MPI_Request handle, int persistent, void *buf, int count, MPI_Datatype dt,
+                        const msg_t *m, gdte_ipo_kind_t kind, MPI_Comm comm)
+{
+    gdte_type_retain(m->type);
+    gdte_ipo_dt_get(dt);
+    r->handle = handle;
+    r->is_recv = 1;
+    r->persistent = persistent;
+    r->active = !persistent;
+    r->user = buf;
+    r->count = count;
+    r->dt = dt;
+    r->type = m->type;
+    r->kind = kind;
+    r->comm = comm;
+    r->nbytes = m->nbytes;
+    if (!persistent) gdte_ipo_cnt_g.recvs++;
+    gdte_ipo_req_insert(r);
+}
+
 int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
@@ -206,16 +244,7 @@ int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MP
     if (m.nbytes == 0) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
     MPI_Status st;
     rc = IPO_NEXT(Recv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, source, tag, comm, &st);
-    int eclass = MPI_SUCCESS;
-    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
-    int erc = MPI_SUCCESS;
-    if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
-        gdte_ipo_cnt_g.recvs++;
-        erc = gdte_ipo_recv_finish(comm, "MPI_Recv", buf, count, dt, m.type, kind, m.stage, m.nbytes, &st);
-    }
-    gdte_stage_release(m.stage);
-    if (status != MPI_STATUS_IGNORE) *status = st;
-    return rc != MPI_SUCCESS ? rc : erc;
+    return recv_done("MPI_Recv", comm, rc, buf, count, dt, kind, &m, &st, status);
 }
 
 /* A receive request record (nonblocking or persistent). */
@@ -246,21 +275,7 @@ static int recv_request(int persistent, void *buf, int count, MPI_Datatype dt, i
         gdte_ipo_req_destroy(r);
         return rc;
     }
-    gdte_type_retain(m.type);
-    gdte_ipo_dt_get(dt);
-    r->handle = *req;
-    r->is_recv = 1;
-    r->persistent = persistent;
-    r->active = !persistent;
-    r->user = buf;
-    r->count = count;
-    r->dt = dt;
-    r->type = m.type;
-    r->kind = kind;
-    r->comm = comm;
-    r->nbytes = m.nbytes;
-    if (!persistent) gdte_ipo_cnt_g.recvs++;
-    gdte_ipo_req_insert(r);
+    recv_record(r, *req, persistent, buf, count, dt, &m, kind, comm);
     return MPI_SUCCESS;
 }
 
@@ -286,15 +301,7 @@ int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_
     if (m.nbytes == 0) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
     MPI_Status st;
     rc = IPO_NEXT(Mrecv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, msg, &st);
-    int eclass = MPI_SUCCESS, erc = MPI_SUCCESS;
-    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
-    if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
-        gdte_ipo_cnt_g.recvs++;
-        erc = gdte_ipo_recv_finish(MPI_COMM_WORLD, "MPI_Mrecv", buf, count, dt, m.type, kind, m.stage, m.nbytes, &st);
-    }
-    gdte_stage_release(m.stage);
-    if (status != MPI_STATUS_IGNORE) *status = st;
-    return rc != MPI_SUCCESS ? rc : erc;
+    return recv_done("MPI_Mrecv", MPI_COMM_WORLD, rc, buf, count, dt, kind, &m, &st, status);
 }
 
 int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req)
@@ -317,20 +324,7 @@ int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI
         gdte_ipo_req_destroy(r);
         return rc;
     }
-    gdte_type_retain(m.type);
-    gdte_ipo_dt_get(dt);
-    r->handle = *req;
-    r->is_recv = 1;
-    r->active = 1;
-    r->user = buf;
-    r->count = count;
-    r->dt = dt;
-    r->type = m.type;
-    r->kind = kind;
-    r->comm = MPI_COMM_WORLD;
-    r->nbytes = m.nbytes;
-    gdte_ipo_cnt_g.recvs++;
-    gdte_ipo_req_insert(r);
+    recv_record(r, *req, 0, buf, count, dt, &m, kind, MPI_COMM_WORLD);
     return MPI_SUCCESS;
 }
 
