@@ -186,18 +186,26 @@ section_protocols() {
   for g in 1 2; do
     if [ "$g" = 2 ] && [ "${PROTO_NGPU:-0}" -lt 2 ]; then record "proto:${g}gpu" skip "one GPU here"; continue; fi
     local d=(--mem device --gpus "$g")
-    proto_run "rdma_random_${g}gpu" GDTE_LOG=warn -- random "${d[@]}" --protocol rdma --expect-protocol rdma --cases 60
-    proto_run "rdma_random_peer_unpack_${g}gpu" GDTE_RDMA_LOCAL_COPY=0 GDTE_PIPELINE_DEPTH=2 -- \
-      random "${d[@]}" --protocol rdma --expect-protocol rdma --cases 40 --seed 5
+    # Pull (default for non-contiguous senders; strided and units layouts) and the ring.
+    proto_run "rdma_random_${g}gpu" GDTE_LOG=warn -- random "${d[@]}" --protocol rdma --expect-protocol rdma --cases 60 \
+      --expect-pulls yes
+    proto_run "rdma_random_pull_frags_${g}gpu" GDTE_LOG=warn GDTE_FRAG_SIZE=4096 GDTE_PIPELINE_DEPTH=2 -- \
+      random "${d[@]}" --protocol rdma --expect-protocol rdma --cases 40 --seed 7 --expect-pulls yes
+    proto_run "rdma_random_ring_${g}gpu" GDTE_LOG=warn GDTE_RDMA_PULL=0 -- random "${d[@]}" --protocol rdma \
+      --expect-protocol rdma --cases 40 --seed 8 --expect-pulls no
+    proto_run "rdma_random_peer_unpack_${g}gpu" GDTE_RDMA_LOCAL_COPY=0 GDTE_PIPELINE_DEPTH=2 GDTE_RDMA_PULL=0 -- \
+      random "${d[@]}" --protocol rdma --expect-protocol rdma --cases 40 --seed 5 --expect-pulls no
     proto_run "rdma_semantics_${g}gpu" GDTE_LOG=warn -- semantics "${d[@]}" --protocol rdma
     proto_run "copyinout_random_${g}gpu" GDTE_LOG=warn -- random "${d[@]}" --protocol copyinout \
       --expect-protocol copyinout --cases 60
     proto_run "copyinout_random_nozerocopy_${g}gpu" GDTE_ZERO_COPY=off -- random "${d[@]}" --protocol copyinout \
       --cases 40 --seed 6
     proto_run "auto_semantics_${g}gpu" GDTE_LOG=warn -- semantics "${d[@]}" --protocol auto
-    proto_run "rdma_kill_receiver_${g}gpu" GDTE_TIMEOUT=5 -- kill-receiver "${d[@]}" --protocol rdma
+    proto_run "rdma_kill_receiver_${g}gpu" GDTE_TIMEOUT=5 GDTE_RDMA_PULL=0 -- kill-receiver "${d[@]}" --protocol rdma
     # The ring with the local copy, messages back to back, depth 1..8; one mapping per allocation.
-    proto_run "rdma_burst_${g}gpu" GDTE_LOG=warn GDTE_RDMA_LOCAL_COPY=1 -- burst "${d[@]}" --protocol rdma \
+    proto_run "rdma_burst_pull_${g}gpu" GDTE_LOG=warn -- burst "${d[@]}" --protocol rdma --expect-protocol rdma \
+      --expect-pulls yes
+    proto_run "rdma_burst_${g}gpu" GDTE_LOG=warn GDTE_RDMA_LOCAL_COPY=1 GDTE_RDMA_PULL=0 -- burst "${d[@]}" --protocol rdma \
       --expect-protocol rdma
     proto_run "rdma_ipcshare_${g}gpu" GDTE_LOG=warn -- ipcshare "${d[@]}" --protocol rdma --expect-protocol rdma
   done
@@ -209,16 +217,20 @@ section_bench_pingpong() {
   proto_pick_tls
   mkdir -p "$PROTO_LOGS"
   local csv="" run g p part log rc sizes sweep
-  for run in ${DEVICE_PINGPONG_RUNS:-1:rdma 1:copyinout 2:rdma 2:copyinout}; do
+  # rdma: pull where the sender's data is non-contiguous (the default); rdma_ring: the same
+  # protocol with GDTE_RDMA_PULL=0 (the sender's fragment ring), for comparison.
+  local pe
+  for run in ${DEVICE_PINGPONG_RUNS:-1:rdma 1:rdma_ring 1:copyinout 2:rdma 2:rdma_ring 2:copyinout}; do
     g=${run%%:*}; p=${run#*:}
     if [ "$g" = 2 ] && [ "${PROTO_NGPU:-0}" -lt 2 ]; then record "pingpong:$run" skip "one GPU here"; continue; fi
     part="$PROTO_LOGS/pingpong-part-${g}gpu-$p.csv"; log="$PROTO_LOGS/pingpong-${g}gpu-$p.log"
-    # Copy-in/out is bounded by the host hop: fewer sizes and only the default and unpipelined
-    # settings keep each run within its timeout even on TCP.
-    sizes=${DEVICE_PINGPONG_SIZES:-2048,4096}; sweep=full
+    # Copy-in/out is bounded by the host hop, the ring on one GPU by context switches: fewer
+    # sizes and only the default and unpipelined settings keep each run within its timeout.
+    sizes=${DEVICE_PINGPONG_SIZES:-2048,4096}; sweep=full; pe=GDTE_RDMA_PULL=1
     if [ "$p" = copyinout ]; then sizes=${DEVICE_PINGPONG_COPY_SIZES:-2048}; sweep=default; fi
-    timeout "${DEVICE_PINGPONG_TIMEOUT:-120}" env UCX_WARN_UNUSED_ENV_VARS=n "${PROTO_TLS[@]}" \
-      "$PROTO_BUILD/bench/pingpong/pingpong" --fork --mem device --gpus "$g" --protocol "$p" --sizes "$sizes" \
+    if [ "$p" = rdma_ring ]; then sizes=${DEVICE_PINGPONG_COPY_SIZES:-2048}; sweep=default; pe=GDTE_RDMA_PULL=0; fi
+    timeout "${DEVICE_PINGPONG_TIMEOUT:-120}" env UCX_WARN_UNUSED_ENV_VARS=n "$pe" "${PROTO_TLS[@]}" \
+      "$PROTO_BUILD/bench/pingpong/pingpong" --fork --mem device --gpus "$g" --protocol "${p%_ring}" --sizes "$sizes" \
       --sweep "$sweep" --iters "${DEVICE_PINGPONG_ITERS:-10}" --warmup 2 --csv "$part" >"$log" 2>&1
     rc=$?
     case $rc in

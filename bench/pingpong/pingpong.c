@@ -162,9 +162,18 @@ static gdte_msg_params_t params_of(cfg_t c)
 
 /* Rank 0 sends (a, sa), then receives the reply into it; rank 1 receives into (b, sb) and sends
  * it back from there. Returns half the median round trip, in seconds (rank 0). */
+static int last_pulled; /* the last pingpong's replies were received by RDMA pull (rank 0) */
+
+static int64_t pulls_now(void)
+{
+    gdte_proto_ctx_attr_t a = {.field_mask = GDTE_PROTO_CTX_ATTR_FIELD_STATS};
+    return gdte_proto_ctx_query(comm, &a) == GDTE_OK ? a.stats.pulls : 0;
+}
+
 static double pingpong(void *a, const shape_t *sa, void *b, const shape_t *sb, cfg_t c, gdte_protocol_t *used)
 {
     gdte_msg_params_t p = params_of(c);
+    int64_t pulls0 = pulls_now();
     int n = opt_warmup + opt_iters;
     double *t = malloc((size_t)n * sizeof *t);
     gdte_msg_status_t s = {0};
@@ -187,6 +196,7 @@ static double pingpong(void *a, const shape_t *sa, void *b, const shape_t *sb, c
         }
     }
     double med = 0;
+    last_pulled = pulls_now() > pulls0;
     if (rank == 0) {
         double *m = t + opt_warmup;
         for (int i = 1; i < opt_iters; i++)
@@ -281,6 +291,41 @@ static double rawcopy(int64_t bytes, const char **what)
     return med;
 }
 
+/* Seconds to pack the first `f` bytes of (a, sa) and to unpack them with sb (rank 0, device):
+ * one fragment's GPU work on each side, for the pipeline model below. */
+static void frag_work(void *a, const shape_t *sa, const shape_t *sb, int64_t f, double *pack_s, double *unpack_s)
+{
+    *pack_s = *unpack_s = 0;
+    if (rank != 0 || !opt_device) return;
+    void *stg = buf_new(f, 3), *dst = buf_new(sb->span > 0 ? sb->span : 8, 4);
+    gdte_pack_params_t pp = {.field_mask = GDTE_PACK_FIELD_MAX_BYTES, .max_bytes = f};
+    int64_t done;
+    int n = opt_warmup + opt_iters;
+    double *tp = malloc((size_t)n * sizeof *tp), *tu = malloc((size_t)n * sizeof *tu);
+    for (int i = 0; i < n; i++) {
+        double t0 = tp_time();
+        OK(gdte_pack(a, sa->count, sa->type, stg, f, &pp, &done));
+        double t1 = tp_time();
+        OK(gdte_unpack(stg, f, dst, sb->count, sb->type, &pp, &done));
+        tp[i] = t1 - t0;
+        tu[i] = tp_time() - t1;
+    }
+    for (int k = 0; k < 2; k++) {
+        double *m = (k ? tu : tp) + opt_warmup;
+        for (int i = 1; i < opt_iters; i++)
+            for (int j = i; j > 0 && m[j - 1] > m[j]; j--) {
+                double x = m[j];
+                m[j] = m[j - 1];
+                m[j - 1] = x;
+            }
+        *(k ? unpack_s : pack_s) = m[opt_iters / 2];
+    }
+    free(tp);
+    free(tu);
+    buf_del(stg);
+    buf_del(dst);
+}
+
 static void row(const char *layout, const char *proto, int64_t bytes, int64_t frag, int depth, double t, double tc)
 {
     if (rank != 0) return;
@@ -335,21 +380,40 @@ static void run_layout(const char *name, int64_t n)
         for (int i = 0; i < 3; i++) cfgs[nc++] = (cfg_t){-1, depths[i]};
     }
     cfgs[nc++] = (cfg_t){bytes, 1}; /* unpipelined: one fragment, nothing overlaps */
-    double t_default_contig = 0;
+    double t_default_contig = 0, t_default = 0;
     for (int i = 0; i < nc; i++) {
         gdte_protocol_t used = GDTE_PROTOCOL_AUTO, usedc = GDTE_PROTOCOL_AUTO;
         double t = pingpong(a, &sa, b, &sb, cfgs[i], &used);
         double tc = pingpong(ac, &ca, bc, &cb, cfgs[i], &usedc);
-        if (i == 0) t_default_contig = tc;
+        if (i == 0) {
+            t_default_contig = tc;
+            t_default = t;
+        }
         /* Defaults are reported as the knobs give them (frag 0: chosen by message size). */
         int64_t frag = cfgs[i].frag < 0 ? gdte_knob(GDTE_KNOB_FRAG_SIZE) : cfgs[i].frag;
         int depth = cfgs[i].depth > 0 ? cfgs[i].depth : (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
-        row(name, gdte_protocol_name(used), bytes, frag, depth, t, tc);
+        /* RDMA rows say how: rdma_pull (the receiver packed the sender's data itself) or rdma
+         * (the sender's fragment ring, or a contiguous side's shortcut). */
+        row(name, used == GDTE_PROTOCOL_RDMA && last_pulled ? "rdma_pull" : gdte_protocol_name(used), bytes, frag,
+            depth, t, tc);
         row("contig", gdte_protocol_name(usedc), bytes, frag, depth, tc, tc);
     }
     const char *what = "memcpy";
     double tr = rawcopy(bytes, &what);
     row("rawcopy", what, bytes, 0, 0, tr, t_default_contig);
+    if (opt_device && opt_protocol == GDTE_PROTOCOL_RDMA) {
+        /* The pipeline's bound: the whole message's transfer (the raw copy) plus one fragment's
+         * pack and unpack, at the fragment size a pull picks by default (a quarter of the
+         * message, a power of two in 256 KiB..16 MiB). Row "model_bound": median_us is the
+         * model, ratio_to_contig is the measured default time over it (target <= 1.2). */
+        int64_t f = 1;
+        while (f < bytes / 4) f <<= 1;
+        f = f < (256 << 10) ? (256 << 10) : f > (16 << 20) ? (16 << 20) : f;
+        if (f > bytes) f = bytes;
+        double tpk, tun;
+        frag_work(a, &sa, &sb, f, &tpk, &tun);
+        row(name, "model_bound", bytes, f, (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH), tr + tpk + tun, t_default);
+    }
     buf_del(a);
     buf_del(b);
     buf_del(ac);

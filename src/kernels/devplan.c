@@ -327,9 +327,9 @@ static gdte_status_t upload_runs(dp_entry_t *e, int64_t nunits, const gdte_run_t
     return st != GDTE_OK ? st : gdte_gpu_expand_units(dr, nr, us, e->dunits, stream);
 }
 
-gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
+/* The type's entry on the current device, uploaded if needed and complete. Caller holds the lock. */
+static gdte_status_t units_locked(gdte_type_h type, dp_entry_t **e_p)
 {
-    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
     const gdte_unit_t *hu;
     int64_t n;
     gdte_status_t st = gdte_engine_units(type, &hu, &n);
@@ -337,7 +337,6 @@ gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
     if (n <= 0) return GDTE_ERR_INVALID_ARG;
     int dev = gdte_gpu_current_device();
     dp_slot_t *s;
-    pthread_mutex_lock(&lock);
     dp_entry_t *e = lookup(type, dev, &s);
     if (e) {
         hits++;
@@ -364,9 +363,45 @@ gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
             }
         }
     }
+    if (st == GDTE_OK) *e_p = e;
+    return st;
+}
+
+gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
+{
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
+    dp_entry_t *e = NULL;
+    pthread_mutex_lock(&lock);
+    gdte_status_t st = units_locked(type, &e);
     if (st == GDTE_OK) *dunits_p = e->dunits;
     pthread_mutex_unlock(&lock);
     return st;
+}
+
+gdte_status_t gdte_devplan_pin(gdte_type_h type, const gdte_unit_t **dunits_p)
+{
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
+    dp_entry_t *e = NULL;
+    pthread_mutex_lock(&lock);
+    gdte_status_t st = units_locked(type, &e);
+    if (st == GDTE_OK) {
+        e->pins++;
+        *dunits_p = e->dunits;
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+void gdte_devplan_unpin(gdte_type_h type, int dev)
+{
+    pthread_mutex_lock(&lock);
+    dp_slot_t *s = gdte_type_backend_slot(type);
+    for (dp_entry_t *e = s ? s->entries : NULL; e; e = e->sibling)
+        if (e->device == dev && e->pins > 0) {
+            e->pins--;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
 }
 
 /* First use: upload in chunks on the copy stream and run each chunk's units as soon as they

@@ -12,6 +12,11 @@
  * that keeps it across other packs should use gdte_devplan_exec instead. */
 gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p);
 
+/* gdte_devplan_units, and the entry kept from eviction until gdte_devplan_unpin(type, device):
+ * for a peer that reads the units (RDMA pull) while this process goes on packing other types. */
+gdte_status_t gdte_devplan_pin(gdte_type_h type, const gdte_unit_t **dunits_p);
+void gdte_devplan_unpin(gdte_type_h type, int dev);
+
 /* Run a UNITS layout of `type` on the GPU (as gdte_gpu_exec does) with its cached device plan.
  * On a type's first use on this device the upload is cut into chunks and the kernel packs
  * the units of chunk k while chunk k+1 is still being copied. */

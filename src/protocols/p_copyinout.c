@@ -106,6 +106,7 @@ void gdte_proto_slots_release(struct gdte_msg_req *req)
     if (req->ipc_ref) req->ipc_ref->refs--;
     req->ipc_ref = NULL;
     req->peer_mem = NULL;
+    gdte_proto_rdma_release(req);
 }
 
 gdte_slot_t *gdte_proto_slot_free(struct gdte_msg_req *req)

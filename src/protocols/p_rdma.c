@@ -14,12 +14,23 @@
  *                        FIN; the sender only waits (no ring, no pack).
  *   contiguous receiver: the sender packs straight into the receiver's user buffer, then FIN.
  *
+ *   pull (non-contiguous sender, GDTE_RDMA_PULL=1): the sender exports its buffer and sends its
+ *                        layout (and, for an irregular layout, its device units) in the handshake;
+ *                        the receiver packs fragments out of the sender's buffer into local
+ *                        staging on one stream and unpacks them on another, the two ordered by
+ *                        events, everything queued at once; then FIN. All the GPU work of the
+ *                        message is the receiver's: no control message per fragment, and on one
+ *                        GPU no switch between the two processes' contexts per fragment (which
+ *                        is what bounds the ring there: each switch costs tens of microseconds).
+ *
  * Same GPU or two GPUs: IPC mappings are opened with lazy peer access, so kernels and copies
  * reach the peer's memory over NVLink/PCIe where the devices allow it; whether they do is
  * checked once per peer GPU before RDMA is offered.
  */
 #include <stdlib.h>
 #include <string.h>
+#include "kernels/devplan.h"
+#include "kernels/kernels.h"
 #include "proto_int.h"
 
 #define RDMA_FRAG_MIN (256 << 10)
@@ -139,6 +150,10 @@ static gdte_status_t open_peer_ring(struct gdte_comm *ctx, gdte_peer_t *p, const
 
 void gdte_proto_rdma_cleanup(struct gdte_comm *ctx)
 {
+    for (int i = 0; i < 4; i++) {
+        gdte_rdma_free(ctx, ctx->emu_units_free[i]);
+        ctx->emu_units_free[i] = NULL;
+    }
     for (int i = 0; i < ctx->size; i++) {
         gdte_peer_t *p = &ctx->peers[i];
         p->peer_ring_map = NULL;
@@ -189,6 +204,100 @@ static gdte_ring_t *make_ring(struct gdte_comm *ctx)
     return r;
 }
 
+/* Sender: export the unit array of a UNITS layout for a pulling receiver. On a GPU the type's
+ * cached device plan, pinned until the request completes; emulated, a shared copy. */
+static int export_units(struct gdte_msg_req *req, gdte_wire_layout_t *w)
+{
+    const gdte_unit_t *hu;
+    int64_t n;
+    if (gdte_engine_units(req->type, &hu, &n) != GDTE_OK || n != req->L.nunits || n <= 0) return 0;
+    const void *units;
+    if (gdte_rdma_emulated()) {
+        struct gdte_comm *ctx = req->ctx;
+        int64_t need = (int64_t)1 << gdte_log2_ceil(n * (int64_t)sizeof *hu);
+        for (int i = 0; i < 4 && !req->units_emu; i++)
+            if (ctx->emu_units_free[i] && ctx->emu_units_free[i]->size >= need) {
+                req->units_emu = ctx->emu_units_free[i];
+                ctx->emu_units_free[i] = NULL;
+            }
+        if (!req->units_emu && gdte_rdma_alloc(ctx, GDTE_STG_SEND, need, 1, &req->units_emu) != GDTE_OK) {
+            req->units_emu = NULL;
+            return 0;
+        }
+        memcpy(req->units_emu->ptr, hu, (size_t)n * sizeof *hu);
+        units = req->units_emu->ptr;
+    } else {
+        const gdte_unit_t *du;
+        if (gdte_devplan_pin(req->type, &du) != GDTE_OK) return 0;
+        req->units_pinned = 1;
+        units = du;
+    }
+    if (gdte_rdma_export(units, &w->units_h, &w->units_off) != GDTE_OK) return 0;
+    const int M = GDTE_WIRE_UNIT_MARKS;
+    for (int j = 0; j < M; j++) {
+        w->mark_byte[j] = req->L.rep_bytes / M * j + req->L.rep_bytes % M * j / M;
+        w->mark_unit[j] = gdte_layout_find_unit(hu, n, w->mark_byte[j]);
+    }
+    w->mark_byte[M] = req->L.rep_bytes;
+    w->mark_unit[M] = n;
+    return 1;
+}
+
+/* What a UNITS export holds, released (the sender's request is over, or the offer was withdrawn). */
+static void release_units(struct gdte_msg_req *req)
+{
+    if (req->units_pinned) gdte_devplan_unpin(req->type, req->ctx->dev);
+    req->units_pinned = 0;
+    for (int i = 0; i < 4 && req->units_emu; i++)
+        if (!req->ctx->emu_units_free[i]) {
+            req->ctx->emu_units_free[i] = req->units_emu;
+            req->units_emu = NULL;
+        }
+    if (req->units_emu) gdte_rdma_free(req->ctx, req->units_emu);
+    req->units_emu = NULL;
+}
+
+/* Sender: a non-contiguous device buffer with its layout, for a receiver that pulls. */
+static void offer_layout(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
+{
+    const gdte_layout_t *L = &req->L;
+    if (!gdte_knob(GDTE_KNOB_RDMA_PULL) || req->contig || !gdte_rdma_exportable(req)) return;
+    if ((L->kind != GDTE_LAYOUT_KIND_STRIDED && L->kind != GDTE_LAYOUT_KIND_UNITS) || L->ndims < 0 ||
+        L->ndims > GDTE_MAX_DIMS)
+        return;
+    release_units(req); /* an earlier offer of this request */
+    gdte_wire_layout_t *w = &rts->lay;
+    memset(w, 0, sizeof *w);
+    if (L->kind == GDTE_LAYOUT_KIND_UNITS && !export_units(req, w)) {
+        release_units(req);
+        return;
+    }
+    if (gdte_rdma_export((const char *)req->buf + L->disp, &rts->buf_h, &rts->buf_off) != GDTE_OK) {
+        release_units(req);
+        return;
+    }
+    w->kind = L->kind;
+    w->ndims = L->ndims;
+    w->blocklen = L->blocklen;
+    w->total = L->total;
+    for (int k = 0; k < L->ndims; k++) {
+        w->count[k] = L->count[k];
+        w->stride[k] = L->stride[k];
+    }
+    w->nunits = L->nunits;
+    w->rep_bytes = L->rep_bytes;
+    w->max_unit_len = L->max_unit_len;
+    w->align = L->align;
+    rts->flags |= GDTE_RTS_SRC_LAYOUT;
+}
+
+void gdte_proto_rdma_release(struct gdte_msg_req *req)
+{
+    if (req->is_send) release_units(req);
+    ipc_release(req->units_ref);
+    req->units_ref = NULL;
+}
+
 void gdte_proto_rdma_offer(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
 {
     struct gdte_comm *ctx = req->ctx;
@@ -200,6 +309,7 @@ void gdte_proto_rdma_offer(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
     if (req->contig && gdte_rdma_exportable(req) &&
         gdte_rdma_export((const char *)req->buf + req->L.disp, &rts->buf_h, &rts->buf_off) == GDTE_OK)
         rts->flags |= GDTE_RTS_BUF_HANDLE;
+    offer_layout(req, rts);
     if (!p->ring) {
         p->ring = make_ring(ctx);
         if (!p->ring) {
@@ -246,7 +356,7 @@ static int rdma_usable(struct gdte_msg_req *req)
     if (!gdte_rdma_capable(ctx) || !gdte_rdma_buffer_ok(req) || req->len == 0 || p->ipc_failed ||
         req->peer == ctx->rank)
         return 0;
-    if (!(rts->flags & (GDTE_RTS_RING | GDTE_RTS_BUF_HANDLE))) return 0;
+    if (!(rts->flags & (GDTE_RTS_RING | GDTE_RTS_BUF_HANDLE | GDTE_RTS_SRC_LAYOUT))) return 0;
     if (rts->node != ctx->node) return 0;
     return peer_gpu_reachable(ctx, p, rts->pci);
 }
@@ -274,6 +384,188 @@ static gdte_status_t fall_back(struct gdte_msg_req *req, gdte_status_t why)
     req->rdma_mode = 0;
     req->proto = &gdte_proto_copyinout_ops;
     return req->proto->recv_start(req);
+}
+
+
+/* ---- receiver: pull ------------------------------------------------------------------------- */
+#define PULL_FRAG_MIN (256 << 10)
+#define PULL_FRAG_MAX (16 << 20)
+
+/* The sender's layout is one this build can run, and describes exactly the message's bytes (a
+ * kernel is about to walk the sender's memory with it). */
+static int pull_usable(const struct gdte_msg_req *req)
+{
+    const gdte_wire_rts_t *rts = &req->rts;
+    const gdte_wire_layout_t *w = &rts->lay;
+    if (!(rts->flags & GDTE_RTS_SRC_LAYOUT) || !gdte_knob(GDTE_KNOB_RDMA_PULL)) return 0;
+    if (w->ndims < 0 || w->ndims > GDTE_MAX_DIMS || w->total != rts->size || w->total <= 0) return 0;
+    int64_t n = 1;
+    for (int k = 0; k < w->ndims; k++) {
+        if (w->count[k] <= 0 || n > INT64_MAX / w->count[k]) return 0;
+        n *= w->count[k];
+    }
+    if (w->kind == GDTE_LAYOUT_KIND_STRIDED) return w->blocklen > 0 && n <= INT64_MAX / w->blocklen && n * w->blocklen == w->total;
+    if (w->kind != GDTE_LAYOUT_KIND_UNITS) return 0;
+    if (w->nunits <= 0 || w->rep_bytes <= 0 || n > INT64_MAX / w->rep_bytes || n * w->rep_bytes != w->total) return 0;
+    for (int j = 0; j <= GDTE_WIRE_UNIT_MARKS; j++)
+        if (w->mark_unit[j] < 0 || w->mark_unit[j] > w->nunits || (j && w->mark_unit[j] < w->mark_unit[j - 1]) ||
+            (j && w->mark_byte[j] < w->mark_byte[j - 1]))
+            return 0;
+    return 1;
+}
+
+/* Pack bytes [off, off+len) of the sender's stream from its mapped buffer into `dst`. */
+static gdte_status_t pull_pack(struct gdte_msg_req *req, const gdte_layout_t *Ls, char *dst, int64_t off, int64_t len,
+                               gdte_stream_t stream)
+{
+    if (gdte_rdma_emulated()) {
+        gdte_host_exec(Ls, GDTE_DIR_PACK, req->peer_mem, dst, off, len);
+        return GDTE_OK;
+    }
+    gdte_gpu_exec_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.max_blocks = (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS);
+    const gdte_wire_layout_t *w = &req->rts.lay;
+    int64_t r0 = off / Ls->rep_bytes;
+    if (Ls->kind == GDTE_LAYOUT_KIND_UNITS && (off + len - 1) / Ls->rep_bytes == r0) {
+        /* Inside one repetition: only the units between the marks around the range. */
+        int64_t q0 = off - r0 * Ls->rep_bytes, q1 = q0 + len - 1;
+        int j0 = 0, j1 = GDTE_WIRE_UNIT_MARKS;
+        while (j0 + 1 < GDTE_WIRE_UNIT_MARKS && w->mark_byte[j0 + 1] <= q0) j0++;
+        for (int j = GDTE_WIRE_UNIT_MARKS; j > j0; j--)
+            if (w->mark_byte[j] > q1) j1 = j;
+        o.unit_lo = w->mark_unit[j0];
+        o.unit_hi = w->mark_unit[j1] + 1 < Ls->nunits ? w->mark_unit[j1] + 1 : Ls->nunits;
+    }
+    return gdte_gpu_exec_ex(Ls, &o, GDTE_DIR_PACK, req->peer_mem, dst, off, len, stream);
+}
+
+/* Queue the whole message: fragment k is packed from the sender's buffer into staging slot
+ * k % nslots on the send stream and unpacked from it on the receive stream; the pack of k waits
+ * for the unpack of k - nslots (same slot), the unpack of k for the pack of k. req->ev follows
+ * the last unpack. A contiguous receiver takes the packed bytes straight into its buffer. */
+static gdte_status_t pull_queue(struct gdte_msg_req *req, const gdte_layout_t *Ls)
+{
+    struct gdte_comm *ctx = req->ctx;
+    const int gpu = gdte_rdma_gpu_work();
+    gdte_stream_t sa = ctx->stream, sb = ctx->rstream;
+    gdte_status_t st = GDTE_OK;
+    if (req->contig) {
+        st = pull_pack(req, Ls, (char *)req->buf + req->L.disp, 0, req->len, sb);
+    } else {
+        for (int64_t k = 0; k < req->nfrags && st == GDTE_OK; k++) {
+            gdte_slot_t *s = &req->slots[k % req->nslots];
+            int64_t off = k * req->frag, len = req->len - off < req->frag ? req->len - off : req->frag;
+            if (gpu) {
+                if (!s->ev && (st = gdte_proto_event_get(ctx, &s->ev)) != GDTE_OK) break;
+                if (!s->ev2 && (st = gdte_proto_event_get(ctx, &s->ev2)) != GDTE_OK) break;
+                if (k >= req->nslots && (st = gdte_gpu_stream_wait_event(sa, s->ev2)) != GDTE_OK) break;
+            }
+            if ((st = pull_pack(req, Ls, s->dev->ptr, off, len, sa)) != GDTE_OK) break;
+            if (gpu && ((st = gdte_gpu_event_record(s->ev, sa)) != GDTE_OK ||
+                        (st = gdte_gpu_stream_wait_event(sb, s->ev)) != GDTE_OK))
+                break;
+            if ((st = gdte_proto_unpack_range(req, s->dev->ptr, off, len, gpu)) != GDTE_OK) break;
+            if (gpu && (st = gdte_gpu_event_record(s->ev2, sb)) != GDTE_OK) break;
+        }
+    }
+    if (st != GDTE_OK) {
+        /* Whatever was queued runs to its end before the request lets go of its buffers. */
+        if (gpu) {
+            gdte_gpu_stream_synchronize(sa);
+            gdte_gpu_stream_synchronize(sb);
+        }
+        return st;
+    }
+    if ((st = gdte_rdma_record(req, &req->ev)) != GDTE_OK) {
+        if (gpu) gdte_gpu_stream_synchronize(sb);
+        return st;
+    }
+    req->ev_pending = 1;
+    req->outstanding++;
+    return GDTE_OK;
+}
+
+/* Receiver: take the message by pull. GDTE_INPROGRESS: no staging or mapping free yet. */
+static gdte_status_t pull_start(struct gdte_msg_req *req)
+{
+    struct gdte_comm *ctx = req->ctx;
+    gdte_peer_t *p = &ctx->peers[req->peer];
+    const gdte_wire_rts_t *rts = &req->rts;
+    const gdte_wire_layout_t *w = &rts->lay;
+    gdte_status_t st;
+    if (!req->ipc_ref) {
+        st = ipc_acquire(ctx, p, &rts->buf_h, &req->ipc_ref);
+        if (st == GDTE_INPROGRESS) return st;
+        if (st != GDTE_OK) {
+            req->ipc_ref = NULL;
+            return fall_back(req, st);
+        }
+        req->peer_mem = (char *)req->ipc_ref->base + rts->buf_off;
+    }
+    if (w->kind == GDTE_LAYOUT_KIND_UNITS && !req->units_ref) {
+        st = ipc_acquire(ctx, p, &w->units_h, &req->units_ref);
+        if (st == GDTE_INPROGRESS) return st;
+        if (st != GDTE_OK) {
+            req->units_ref = NULL;
+            return fall_back(req, st);
+        }
+    }
+    ipc_ok(p);
+    if (!req->contig && !req->slots) {
+        int64_t f = req->want_frag;
+        if (f <= 0) {
+            f = (int64_t)1 << gdte_log2_ceil(req->len / 4 > 0 ? req->len / 4 : 1);
+            if (f < PULL_FRAG_MIN) f = PULL_FRAG_MIN;
+            if (f > PULL_FRAG_MAX) f = PULL_FRAG_MAX;
+        }
+        req->frag = f < req->len ? f : req->len;
+        req->nfrags = (req->len + req->frag - 1) / req->frag;
+        int depth = req->want_depth > 0 ? req->want_depth : 1;
+        if (depth > req->nfrags) depth = (int)req->nfrags;
+        if ((st = gdte_proto_slots_alloc(req, depth)) != GDTE_OK) return st;
+    }
+    if (!req->contig) {
+        /* As many slots as staging allows now (at least one), the rest given up. */
+        int got = 0;
+        for (int i = 0; i < req->nslots; i++) {
+            gdte_slot_t *s = &req->slots[i];
+            if (!s->dev) {
+                st = gdte_rdma_alloc(ctx, GDTE_STG_RECV, req->frag, 0, &s->dev);
+                if (st == GDTE_INPROGRESS) break;
+                if (st != GDTE_OK) return st;
+            }
+            got++;
+        }
+        if (got == 0) return GDTE_INPROGRESS;
+        for (int i = got; i < req->nslots; i++) gdte_stg_put(&ctx->pool, req->slots[i].dev), req->slots[i].dev = NULL;
+        req->nslots = got;
+    }
+    gdte_layout_t Ls;
+    memset(&Ls, 0, sizeof Ls);
+    Ls.kind = w->kind;
+    Ls.ndims = w->ndims;
+    Ls.disp = 0; /* peer_mem is the sender's buf + disp */
+    Ls.blocklen = w->blocklen;
+    Ls.total = w->total;
+    for (int k = 0; k < w->ndims; k++) {
+        Ls.count[k] = w->count[k];
+        Ls.stride[k] = w->stride[k];
+    }
+    Ls.nunits = w->nunits;
+    Ls.rep_bytes = w->kind == GDTE_LAYOUT_KIND_UNITS ? w->rep_bytes : w->total;
+    Ls.max_unit_len = w->max_unit_len;
+    Ls.align = w->align;
+    if (w->kind == GDTE_LAYOUT_KIND_UNITS) Ls.units = (const gdte_unit_t *)((char *)req->units_ref->base + w->units_off);
+    req->rdma_mode = GDTE_CTS_SRC_DIRECT;
+    ctx->stats.pulls++;
+    gdte_debug("message %llu: pull of %lld bytes (%s sender layout, %lld fragments of %lld, %d slots)",
+               (unsigned long long)req->id, (long long)req->len, w->kind == GDTE_LAYOUT_KIND_UNITS ? "units" : "strided",
+               (long long)(req->contig ? 1 : req->nfrags), (long long)(req->contig ? req->len : req->frag),
+               req->contig ? 0 : req->nslots);
+    st = pull_queue(req, &Ls);
+    if (st != GDTE_OK) return st;
+    return gdte_proto_send_cts(req, 0, GDTE_CTS_SRC_DIRECT, 0, NULL);
 }
 
 static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
@@ -317,6 +609,7 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
             return gdte_proto_send_cts(req, 0, GDTE_CTS_DST_HANDLE, off, &h);
         }
     }
+    if (pull_usable(req)) return pull_start(req);
     if (!(rts->flags & GDTE_RTS_RING)) return fall_back(req, GDTE_ERR_UNSUPPORTED);
     st = open_peer_ring(ctx, p, rts);
     if (st == GDTE_INPROGRESS) return st;
@@ -549,6 +842,36 @@ static int recv_progress(struct gdte_msg_req *req)
 }
 
 /* ---- sender ---------------------------------------------------------------------------------- */
+/* Sender, contiguous-receiver shortcut: pack straight into the receiver's mapped buffer.
+ * GDTE_INPROGRESS: no mapping entry free now. */
+static gdte_status_t dst_handle_start(struct gdte_msg_req *req)
+{
+    struct gdte_comm *ctx = req->ctx;
+    gdte_peer_t *p = &ctx->peers[req->peer];
+    gdte_gpu_ipc_handle_t h = req->cts.buf_h;
+    gdte_status_t st = ipc_acquire(ctx, p, &h, &req->ipc_ref);
+    if (st == GDTE_INPROGRESS) {
+        req->ipc_ref = NULL;
+        return st;
+    }
+    if (st != GDTE_OK) {
+        /* Nothing was written: the receiver takes the message again by copy-in/out. */
+        req->ipc_ref = NULL;
+        gdte_warn("peer %d: cannot map its receive buffer over GPU IPC (%s): this message goes by copyinout",
+                  req->peer, gdte_status_name(st));
+        ipc_failed(p, st);
+        return redo_by_copy(req);
+    }
+    ipc_ok(p);
+    req->peer_mem = (char *)req->ipc_ref->base + req->cts.buf_off;
+    st = gdte_proto_pack_range(req, req->peer_mem, 0, req->len, gdte_rdma_gpu_work());
+    if (st == GDTE_OK) st = gdte_rdma_record(req, &req->ev);
+    if (st != GDTE_OK) return st;
+    req->ev_pending = 1;
+    req->outstanding++;
+    return GDTE_OK;
+}
+
 static gdte_status_t rdma_send_start(struct gdte_msg_req *req, const gdte_wire_cts_t *cts)
 {
     struct gdte_comm *ctx = req->ctx;
@@ -566,24 +889,14 @@ static gdte_status_t rdma_send_start(struct gdte_msg_req *req, const gdte_wire_c
         return GDTE_OK;
     }
     if (req->rdma_mode == GDTE_CTS_DST_HANDLE) {
-        gdte_gpu_ipc_handle_t h = cts->buf_h;
-        st = ipc_acquire(ctx, p, &h, &req->ipc_ref);
-        if (st != GDTE_OK) {
-            /* Nothing was written: the receiver takes the message again by copy-in/out. */
-            req->ipc_ref = NULL;
-            gdte_warn("peer %d: cannot map its receive buffer over GPU IPC (%s): this message goes by copyinout",
-                      req->peer, gdte_status_name(st));
-            if (st != GDTE_INPROGRESS) ipc_failed(p, st);
-            return redo_by_copy(req);
+        st = dst_handle_start(req);
+        if (st == GDTE_INPROGRESS) {
+            /* Every mapping of the peer's memory is in use by messages under way: retried from
+             * progress as soon as one is free (each of them ends without needing another). */
+            req->dst_retry = 1;
+            return GDTE_OK;
         }
-        ipc_ok(p);
-        req->peer_mem = (char *)req->ipc_ref->base + cts->buf_off;
-        st = gdte_proto_pack_range(req, req->peer_mem, 0, req->len, gdte_rdma_gpu_work());
-        if (st == GDTE_OK) st = gdte_rdma_record(req, &req->ev);
-        if (st != GDTE_OK) return st;
-        req->ev_pending = 1;
-        req->outstanding++;
-        return GDTE_OK;
+        return st;
     }
     if (!p->ring) return GDTE_ERR_INTERNAL;
     req->frag = cts->frag;
@@ -640,6 +953,17 @@ static int send_progress(struct gdte_msg_req *req)
     gdte_ring_t *ring = ctx->peers[req->peer].ring;
     gdte_status_t st = GDTE_OK;
     int n = 0;
+    if (req->dst_retry) {
+        if (req->state != GDTE_REQ_ACTIVE) {
+            req->dst_retry = 0;
+            return 0;
+        }
+        st = dst_handle_start(req);
+        if (st == GDTE_INPROGRESS) return 0;
+        req->dst_retry = 0;
+        if (st != GDTE_OK) gdte_proto_fail(req, st, 1);
+        return 1;
+    }
     if (req->ev_pending) {
         gdte_status_t q = gdte_rdma_query(&req->ev);
         if (q == GDTE_INPROGRESS) return 0;

@@ -69,6 +69,7 @@ typedef struct gdte_proto_stats {
     int64_t ring_allocs;       /* RDMA fragment rings exposed by this process */
     int64_t timeouts;          /* requests failed with GDTE_ERR_TIMEOUT */
     int64_t peer_failures;     /* peers declared failed */
+    int64_t pulls;             /* RDMA messages received by packing the sender's data here */
 } gdte_proto_stats_t;
 
 typedef struct gdte_proto_ctx_attr {

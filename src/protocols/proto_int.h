@@ -50,7 +50,33 @@ enum {
     GDTE_RTS_RING = 1u << 3,       /* an RDMA ring is offered (ring_* fields) */
     GDTE_RTS_BUF_HANDLE = 1u << 4, /* contiguous device data exported (buf_h, buf_off) */
     GDTE_RTS_ANY_SIG = 1u << 5,    /* skip the signature check */
+    GDTE_RTS_SRC_LAYOUT = 1u << 6, /* non-contiguous device data exported (buf_h, buf_off) with its
+                                    * layout (lay): the receiver may pack it itself (RDMA pull) */
 };
+
+/* Pull: boundaries of a single repetition's packed stream, each with the unit that holds it, so
+ * that a receiver packing a fragment of a UNITS layout launches only that fragment's units. */
+#define GDTE_WIRE_UNIT_MARKS 16
+
+/* A sender's layout as the receiver needs it to pack the sender's buffer (buf_h + buf_off is the
+ * layout's byte 0, i.e. its disp is already applied). UNITS: the unit array is exported too
+ * (units_h + units_off), and stays valid until the sender's request completes. */
+typedef struct gdte_wire_layout {
+    int32_t kind;
+    int32_t ndims;
+    int64_t blocklen;
+    int64_t total;
+    int64_t count[GDTE_MAX_DIMS];
+    int64_t stride[GDTE_MAX_DIMS];
+    int64_t nunits;
+    int64_t rep_bytes;
+    int32_t max_unit_len;
+    int32_t align;
+    int64_t units_off;
+    int64_t mark_byte[GDTE_WIRE_UNIT_MARKS + 1]; /* rep_bytes * j / MARKS */
+    int64_t mark_unit[GDTE_WIRE_UNIT_MARKS + 1]; /* the unit holding that byte (nunits at the end) */
+    gdte_gpu_ipc_handle_t units_h;
+} gdte_wire_layout_t;
 
 typedef struct gdte_wire_rts {
     int32_t src;
@@ -72,6 +98,7 @@ typedef struct gdte_wire_rts {
     int64_t buf_off;   /* data offset inside the exported allocation */
     gdte_gpu_ipc_handle_t ring_h;
     gdte_gpu_ipc_handle_t buf_h;
+    gdte_wire_layout_t lay; /* GDTE_RTS_SRC_LAYOUT */
 } gdte_wire_rts_t;
 
 enum {
@@ -269,6 +296,12 @@ struct gdte_msg_req {
     int fin_wait;          /* waiting for the peer's FIN */
     int fin_early;         /* ... which came with the CTS, before the CTS was acted on */
     int fin_send;          /* send a FIN with `status` once drained */
+    /* RDMA pull. Sender: its device units pinned for the receiver (units_pinned), or, emulated,
+     * a shared copy of them (units_emu). Receiver: the sender's units mapped here. */
+    int units_pinned;
+    int dst_retry;         /* sender, contiguous-receiver shortcut: waiting for a mapping entry */
+    gdte_stg_buf_t *units_emu;
+    gdte_ipc_map_t *units_ref;
     /* outcome */
     gdte_status_t status;
     gdte_msg_status_t info;
@@ -303,6 +336,9 @@ struct gdte_comm {
     double timeout;
     double next_check;
     uint64_t ipc_clock;
+    /* Emulated RDMA pull: shared segments that held a message's units, kept for the next one
+     * (as the GPU's plan slabs are), so that the peer's mapping of them is reused. */
+    gdte_stg_buf_t *emu_units_free[4];
     int in_progress;
     gdte_proto_stats_t stats;
 };
@@ -383,6 +419,8 @@ gdte_status_t gdte_proto_record(struct gdte_msg_req *req, gdte_gpu_event_t *ev);
 void gdte_proto_slots_release(struct gdte_msg_req *req);
 /* Sender, before the RTS: offer RDMA (ring and, for contiguous data, the buffer's handle). */
 void gdte_proto_rdma_offer(struct gdte_msg_req *sreq, gdte_wire_rts_t *rts);
+/* What an RDMA pull holds on either side (sender: its exported units; receiver: their mapping). */
+void gdte_proto_rdma_release(struct gdte_msg_req *req);
 /* Drop every IPC mapping and ring of a context. */
 void gdte_proto_rdma_cleanup(struct gdte_comm *ctx);
 

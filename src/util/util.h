@@ -36,6 +36,7 @@ void gdte_log_emit(gdte_log_level_t lvl, const char *file, int line, const char 
     X(PIPELINE_DEPTH, "GDTE_PIPELINE_DEPTH", INT, "4", "1..64", "fragments in flight per message") \
     X(PROTOCOL, "GDTE_PROTOCOL", ENUM, "auto", "auto|rdma|copyinout", "protocol override") \
     X(RDMA_LOCAL_COPY, "GDTE_RDMA_LOCAL_COPY", BOOL, "1", "0|1", "RDMA: copy a peer fragment to local memory before unpacking") \
+    X(RDMA_PULL, "GDTE_RDMA_PULL", BOOL, "1", "0|1", "RDMA: the receiver packs a non-contiguous sender's data itself instead of the sender's fragment ring") \
     X(ZERO_COPY, "GDTE_ZERO_COPY", ENUM, "auto", "auto|on|off", "pack device data straight into mapped pinned memory") \
     X(TIMEOUT, "GDTE_TIMEOUT", INT, "120", "1..86400 (seconds)", "a request with no progress for this long fails") \
     X(CACHE_MAX, "GDTE_CACHE_MAX", SIZE, "268435456", "0..2^40 (0: no limit)", "device plan cache bytes; least recently used plans are evicted") \

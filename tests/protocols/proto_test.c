@@ -18,6 +18,7 @@
  * opts: --protocol auto|copyinout|rdma   --mem host|device|emu   --cases N   --seed S
  *       (emu: the RDMA protocol on host shared memory instead of GPU IPC, see proto.h)
  *       --expect-protocol NAME (every nonempty rendezvous message must have used it)
+ *       --expect-pulls yes|no (RDMA: some message was received by pull / none was)
  *       --gpus 1|2 (device mode: both ranks on GPU 0, or rank r on GPU r)   --fork
  *       --params none (no per-message parameters: the GDTE_* knobs decide; pass --protocol too
  *       so the test knows what to expect)
@@ -39,6 +40,7 @@
 static int rank, nfail, opt_emu, opt_knobs;
 static gdte_protocol_t opt_protocol = GDTE_PROTOCOL_AUTO;
 static gdte_protocol_t opt_expect = GDTE_PROTOCOL_AUTO;
+static int opt_expect_pulls = -1; /* --expect-pulls yes|no: RDMA pulls happened (on some rank) or none did */
 static int opt_device, opt_cases = 60;
 static int opt_emu_delay = 3; /* --mem emu: GPU work reads as pending for up to this many polls */
 static unsigned opt_seed = 12345;
@@ -1037,6 +1039,7 @@ int main(int argc, char **argv)
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--protocol")) opt_protocol = parse_protocol(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect-protocol")) opt_expect = parse_protocol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--expect-pulls")) opt_expect_pulls = !strcmp(argv[i + 1], "yes");
         else if (!strcmp(argv[i], "--mem")) {
             opt_device = !strcmp(argv[i + 1], "device");
             opt_emu = !strcmp(argv[i + 1], "emu");
@@ -1089,6 +1092,17 @@ int main(int argc, char **argv)
         nfail++;
     }
     tp_barrier();
+    if (comm && opt_expect_pulls >= 0) {
+        /* Which RDMA mode moved the messages: pulls are counted by the receiver. */
+        gdte_proto_ctx_attr_t a = {.field_mask = GDTE_PROTO_CTX_ATTR_FIELD_STATS};
+        gdte_proto_ctx_query(comm, &a);
+        int pulls = tp_sum((int)a.stats.pulls);
+        if (rank == 0) {
+            printf("RDMA pulls (all ranks): %d\n", pulls);
+            if (opt_expect_pulls) CHECK(pulls > 0, "no message was pulled (GDTE_RDMA_PULL=%s)", getenv("GDTE_RDMA_PULL") ? getenv("GDTE_RDMA_PULL") : "default");
+            else CHECK(pulls == 0, "%d messages were pulled with GDTE_RDMA_PULL=0", pulls);
+        }
+    }
     if (rank == 0 && comm) {
         gdte_proto_ctx_attr_t a = {.field_mask = GDTE_PROTO_CTX_ATTR_FIELD_STATS};
         gdte_proto_ctx_query(comm, &a);
