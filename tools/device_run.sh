@@ -101,9 +101,9 @@ section_bench_pack() {
 # DEVICE_PROTO_TIMEOUT (seconds per test run, default 120), DEVICE_UCX_TLS (forces UCX_TLS),
 # DEVICE_PINGPONG_SIZES (default 2048,4096), DEVICE_PINGPONG_COPY_SIZES (copy-in/out runs,
 # default 2048), DEVICE_PINGPONG_ITERS (default 10), DEVICE_PINGPONG_TIMEOUT (per run, default
-# 120), DEVICE_PINGPONG_RUNS ("gpus:protocol ...", default "1:rdma 1:copyinout 2:rdma
-# 2:copyinout"; two-GPU runs are skipped on one GPU). Copy-in/out runs sweep only the default
-# and unpipelined settings.
+# 120), DEVICE_PINGPONG_RUNS ("gpus:protocol ...", default "1:rdma 1:rdma_ring 1:copyinout
+# 2:rdma 2:rdma_ring 2:copyinout"; rdma_ring is rdma with GDTE_RDMA_PULL=0; two-GPU runs are
+# skipped on one GPU). Copy-in/out and ring runs sweep only the default and unpipelined settings.
 PROTO_BUILD=${DEVICE_PROTO_BUILD_DIR:-build-device-proto}
 PROTO_OK=0
 PROTO_NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)

@@ -559,6 +559,7 @@ static gdte_status_t pull_start(struct gdte_msg_req *req)
     if (w->kind == GDTE_LAYOUT_KIND_UNITS) Ls.units = (const gdte_unit_t *)((char *)req->units_ref->base + w->units_off);
     req->rdma_mode = GDTE_CTS_SRC_DIRECT;
     ctx->stats.pulls++;
+    ctx->stats.frags_recvd += req->contig ? 1 : req->nfrags;
     gdte_debug("message %llu: pull of %lld bytes (%s sender layout, %lld fragments of %lld, %d slots)",
                (unsigned long long)req->id, (long long)req->len, w->kind == GDTE_LAYOUT_KIND_UNITS ? "units" : "strided",
                (long long)(req->contig ? 1 : req->nfrags), (long long)(req->contig ? req->len : req->frag),
