@@ -14,6 +14,7 @@ gdte_kvar_t gdte_gpu_exec_variant(const gdte_layout_t *L, gdte_dir_t dir)
 }
 void gdte_gpu_exec_force_variant(gdte_kvar_t v) { (void)v; }
 void gdte_gpu_exec_force_word(int bytes) { (void)bytes; }
+void gdte_gpu_exec_force_wide(int on) { (void)on; }
 gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *opts, gdte_dir_t dir, void *user,
                                void *packed, int64_t offset, int64_t len, gdte_stream_t stream)
 {

@@ -19,7 +19,7 @@ void gdte_host_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *pa
 
 /* GPU executor: the same on `stream`, asynchronously. L->units must point to device memory
  * (or be NULL when L->kind != UNITS). `max_blocks` 0: enough to fill the GPU.
- * Chooses the kernel variant (contig/strided/tiled/DEV warp/DEV thread) from L. */
+ * Chooses the kernel variant (contig/strided/tiled/flat/DEV warp/DEV thread) from L. */
 gdte_status_t gdte_gpu_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed,
                             int64_t offset, int64_t len, gdte_stream_t stream, int max_blocks);
 
@@ -31,6 +31,7 @@ typedef enum {
     GDTE_KVAR_TILED,
     GDTE_KVAR_DEV_WARP,
     GDTE_KVAR_DEV_THREAD,
+    GDTE_KVAR_FLAT, /* STRIDED layouts as a copy kernel maps them (pack_kernels.cu) */
 } gdte_kvar_t;
 gdte_kvar_t gdte_gpu_exec_variant(const gdte_layout_t *L, gdte_dir_t dir);
 /* Force a variant (tests only; GDTE_KVAR_NONE restores automatic choice). An impossible
@@ -39,8 +40,11 @@ void gdte_gpu_exec_force_variant(gdte_kvar_t v);
 /* Cap the access width at `bytes` (1, 2, 4, 8 or 16; 0: no cap), tests only. A TILED kernel
  * that the cap makes impossible falls back to STRIDED. */
 void gdte_gpu_exec_force_word(int bytes);
-/* The variant the calling thread's last gdte_gpu_exec* launched, and its word size (STRIDED
- * and TILED; 0 for the others, whose width is chosen per unit), for tests' coverage checks. */
+/* FLAT with 64-bit index arithmetic even where 32-bit would do (tests only: the 64-bit path,
+ * needed past 2^32 words, then runs on small layouts too). */
+void gdte_gpu_exec_force_wide(int on);
+/* The variant the calling thread's last gdte_gpu_exec* launched, and its word size (STRIDED,
+ * TILED and FLAT; 0 for the others, whose width is chosen per unit), for tests' coverage checks. */
 void gdte_gpu_exec_last(gdte_kvar_t *variant_p, int *word_p);
 
 /* The GPU executor with more to go on. */

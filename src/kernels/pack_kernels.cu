@@ -14,11 +14,14 @@
  *  - TILED:      small blocks (<= 16 B) whose dimension 1 is denser in memory than dimension 0
  *                (transposes): a 32x32-block tile goes through shared memory so that the
  *                reads follow dimension 1 and the writes follow dimension 0, both coalesced.
+ *  - FLAT:       STRIDED layouts the way a copy kernel runs: consecutive threads take
+ *                consecutive words of the packed stream, each word's user address computed
+ *                from its index with divisions prepared on the host. Same words as STRIDED.
  *  - DEV_WARP:   one warp per work unit: bytes before the first aligned word and after the
  *                last one apart, the middle in words as wide as the two addresses' common
  *                alignment allows (16 B when both are congruent mod 16).
  *  - DEV_THREAD: one thread per unit, for types whose units are a few bytes (structs).
- * Bytes of a STRIDED/TILED range that fall outside its word-aligned middle (at most W-1 at
+ * Bytes of a STRIDED/TILED/FLAT range that fall outside its word-aligned middle (at most W-1 at
  * each end, only when the range is cut mid-word) are moved by the first thread block.
  */
 #include <pthread.h>
@@ -26,6 +29,7 @@
 #include <string.h>
 #include "gpu/gpu_compat.h"
 extern "C" {
+#include "fastdiv.h"
 #include "kernels.h"
 #include "gpu/gpu.h"
 #include "util/util.h"
@@ -352,6 +356,87 @@ template <int W, int WPB, int DIR> __global__ void __launch_bounds__(NT, 3) k_ti
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* FLAT: the mapping of a copy kernel. Thread t of the grid moves the stream's words t, t + T,
+ * t + 2T, ... (T threads in the grid), FLAT_U of them loaded before any is stored, and each
+ * word finds its user address from its own index: block b = i / (words per block), then b's
+ * index on each dimension, by divisions prepared on the host (fastdiv.h). The packed side is
+ * accessed exactly as by a copy, the user side coalesced within blocks, every lane busy; there
+ * are no tiles, groups or walkers. Why it exists: STRIDED stays at 0.92 of memcpy on V and
+ * V64 (0.77 unpacking V64) and at 2.2x memcpy's time on face_y, and its tiling (lanes idle
+ * when a block is not a multiple of 32 words, a group's setup, uneven groups on small grids)
+ * is the suspect; FLAT tests the simplest alternative. Its price: ndims multiply-high
+ * divisions per word (32-bit ones while the stream has fewer than 2^32 words). */
+#define FLAT_U 4 /* words in flight per thread */
+
+struct flat_args {
+    gdte_layout_t L; /* strides; the edge bytes */
+    edge_args e;
+    char *user_d;
+    gdte_fastdiv_t wpb;                    /* words per block */
+    gdte_fastdiv_t cnt[GDTE_MAX_DIMS - 1]; /* count[d], d < ndims - 1: the last index is the rest */
+};
+
+/* Index arithmetic: 32-bit where every word index and count fits (NARROW), else 64-bit. */
+template <bool NARROW> struct flat_ix;
+template <> struct flat_ix<true> {
+    typedef uint32_t t;
+    static __device__ __forceinline__ t div(const gdte_fastdiv_t &f, t n) { return gdte_fastdiv32(&f, n); }
+};
+template <> struct flat_ix<false> {
+    typedef uint64_t t;
+    static __device__ __forceinline__ t div(const gdte_fastdiv_t &f, t n) { return gdte_fastdiv64(&f, n); }
+};
+
+/* User address of the word with stream index i. ND: the layout's ndims (1 or 2, the common
+ * shapes once the engine has merged dimensions), 0 for any (a loop). */
+template <int W, int ND, bool NARROW> __device__ __forceinline__ char *flat_user(const flat_args &a, int64_t i)
+{
+    typedef flat_ix<NARROW> X;
+    typedef typename X::t I;
+    const int nd = ND ? ND : a.L.ndims;
+    I b = X::div(a.wpb, (I)i);
+    int64_t off = (int64_t)((I)i - b * (I)a.wpb.d) * W;
+    for (int d = 0; d < nd - 1; d++) {
+        I q = X::div(a.cnt[d], b);
+        off += (int64_t)(b - q * (I)a.cnt[d].d) * a.L.stride[d];
+        b = q;
+    }
+    return a.user_d + off + (int64_t)b * a.L.stride[nd - 1];
+}
+
+template <int W, int DIR, int ND, bool NARROW> __global__ void __launch_bounds__(NT, 4) k_flat(const flat_args a)
+{
+    typedef typename word_t<W>::t T;
+    edge_bytes<DIR>(a.L, a.e);
+    const int64_t step = (int64_t)gridDim.x * NT, whi = a.e.hi / W;
+    char *const pb = a.e.pbase;
+    int64_t i = a.e.lo / W + (int64_t)blockIdx.x * NT + threadIdx.x;
+    for (; i + (FLAT_U - 1) * step < whi; i += FLAT_U * step) {
+        char *u[FLAT_U];
+        T v[FLAT_U];
+#pragma unroll
+        for (int k = 0; k < FLAT_U; k++) u[k] = flat_user<W, ND, NARROW>(a, i + k * step);
+#pragma unroll
+        for (int k = 0; k < FLAT_U; k++) v[k] = ld<W>(DIR == GDTE_DIR_PACK ? u[k] : pb + (i + k * step) * W);
+#pragma unroll
+        for (int k = 0; k < FLAT_U; k++) st<W>(DIR == GDTE_DIR_PACK ? pb + (i + k * step) * W : u[k], v[k]);
+    }
+    if (i >= whi) return;
+    /* The last round: the words left, still all loaded before any is stored. */
+    char *u[FLAT_U];
+    T v[FLAT_U];
+#pragma unroll
+    for (int k = 0; k < FLAT_U; k++)
+        if (i + k * step < whi) {
+            u[k] = flat_user<W, ND, NARROW>(a, i + k * step);
+            v[k] = ld<W>(DIR == GDTE_DIR_PACK ? u[k] : pb + (i + k * step) * W);
+        }
+#pragma unroll
+    for (int k = 0; k < FLAT_U; k++)
+        if (i + k * step < whi) st<W>(DIR == GDTE_DIR_PACK ? pb + (i + k * step) * W : u[k], v[k]);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* DEV */
 
 __device__ __forceinline__ int64_t rep_offset(const dev_args &a, int64_t rep)
@@ -475,11 +560,12 @@ __global__ void __launch_bounds__(NT) k_expand(const expand_args a)
 /* Host side */
 
 static int forced_variant = GDTE_KVAR_NONE;
-static int forced_word;
+static int forced_word, forced_wide;
 static __thread int last_variant, last_word;
 
 extern "C" void gdte_gpu_exec_force_variant(gdte_kvar_t v) { forced_variant = v; }
 extern "C" void gdte_gpu_exec_force_word(int bytes) { forced_word = bytes; }
+extern "C" void gdte_gpu_exec_force_wide(int on) { forced_wide = on; }
 extern "C" void gdte_gpu_exec_last(gdte_kvar_t *variant_p, int *word_p)
 {
     *variant_p = (gdte_kvar_t)last_variant;
@@ -506,7 +592,7 @@ template <typename A> static int64_t resident_blocks(void (*kernel)(A), int max_
     static struct {
         const void *k;
         int per_sm;
-    } cache[96];
+    } cache[128]; /* room for every kernel instantiation in this file (109) */
     static int ncache;
     int per_sm = 0;
     for (int i = 0; i < __atomic_load_n(&ncache, __ATOMIC_ACQUIRE); i++)
@@ -520,7 +606,7 @@ template <typename A> static int64_t resident_blocks(void (*kernel)(A), int max_
         per_sm = n;
         static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
         pthread_mutex_lock(&lock);
-        if (ncache < 96) {
+        if (ncache < 128) {
             cache[ncache].k = (const void *)kernel;
             cache[ncache].per_sm = n;
             __atomic_store_n(&ncache, ncache + 1, __ATOMIC_RELEASE);
@@ -553,6 +639,16 @@ static int tiled_pays(const gdte_layout_t *L, int W)
     return tiled_possible(L, W) && iabs(L->stride[1]) < iabs(L->stride[0]) && iabs(L->stride[1]) <= 64;
 }
 
+/* FLAT by default: not yet. Nothing shows it cannot lose to STRIDED (it divides for every word,
+ * STRIDED carries indices by addition), so the rule waits for device measurements of both
+ * (bench/pack's gdte_strided and gdte_flat rows). The one place to change. */
+static int flat_pays(const gdte_layout_t *L, int W)
+{
+    (void)L;
+    (void)W;
+    return 0;
+}
+
 static int dev_thread_pays(const gdte_layout_t *L)
 {
     return L->nunits > 0 && L->rep_bytes / L->nunits <= 48 && L->max_unit_len <= 256;
@@ -562,12 +658,13 @@ static gdte_kvar_t choose(const gdte_layout_t *L, int W)
 {
     switch (L->kind) {
     case GDTE_LAYOUT_KIND_CONTIG:
-        if (forced_variant == GDTE_KVAR_STRIDED) return GDTE_KVAR_STRIDED;
+        if (forced_variant == GDTE_KVAR_STRIDED || forced_variant == GDTE_KVAR_FLAT) return (gdte_kvar_t)forced_variant;
         return GDTE_KVAR_CONTIG;
     case GDTE_LAYOUT_KIND_STRIDED:
-        if (forced_variant == GDTE_KVAR_STRIDED) return GDTE_KVAR_STRIDED;
+        if (forced_variant == GDTE_KVAR_STRIDED || forced_variant == GDTE_KVAR_FLAT) return (gdte_kvar_t)forced_variant;
         if (forced_variant == GDTE_KVAR_TILED && tiled_possible(L, W)) return GDTE_KVAR_TILED;
-        return tiled_pays(L, W) ? GDTE_KVAR_TILED : GDTE_KVAR_STRIDED;
+        if (tiled_pays(L, W)) return GDTE_KVAR_TILED;
+        return flat_pays(L, W) ? GDTE_KVAR_FLAT : GDTE_KVAR_STRIDED;
     case GDTE_LAYOUT_KIND_UNITS:
         if (forced_variant == GDTE_KVAR_DEV_WARP || forced_variant == GDTE_KVAR_DEV_THREAD)
             return (gdte_kvar_t)forced_variant;
@@ -686,6 +783,59 @@ static gdte_status_t run_strided(const gdte_layout_t *L0, gdte_dir_t dir, char *
     int64_t nb = imin(grid, ngroups > 0 ? ngroups : 1);
     GDTE_LAUNCH(dim3((unsigned)nb), dim3((unsigned)X, (unsigned)Y), s, a, k);
     return launch_check("strided");
+}
+
+typedef void (*flat_fn)(const flat_args);
+template <int DIR, int ND, bool NARROW> static flat_fn flat_kernel_w(int W)
+{
+    switch (W) {
+    case 16: return k_flat<16, DIR, ND, NARROW>;
+    case 8: return k_flat<8, DIR, ND, NARROW>;
+    case 4: return k_flat<4, DIR, ND, NARROW>;
+    case 2: return k_flat<2, DIR, ND, NARROW>;
+    default: return k_flat<1, DIR, ND, NARROW>;
+    }
+}
+template <int DIR> static flat_fn flat_kernel(int W, int ndims, bool narrow)
+{
+    switch (ndims) {
+    case 1: return narrow ? flat_kernel_w<DIR, 1, true>(W) : flat_kernel_w<DIR, 1, false>(W);
+    case 2: return narrow ? flat_kernel_w<DIR, 2, true>(W) : flat_kernel_w<DIR, 2, false>(W);
+    default: return narrow ? flat_kernel_w<DIR, 0, true>(W) : flat_kernel_w<DIR, 0, false>(W);
+    }
+}
+
+static gdte_status_t run_flat(const gdte_layout_t *L0, gdte_dir_t dir, char *user, char *pbase, int64_t off,
+                              int64_t end, int W, hipStream_t s, int max_blocks)
+{
+    flat_args a;
+    memset(&a, 0, sizeof a);
+    a.L = *L0;
+    if (a.L.kind == GDTE_LAYOUT_KIND_CONTIG || a.L.ndims == 0) {
+        a.L.kind = GDTE_LAYOUT_KIND_STRIDED;
+        a.L.ndims = 1;
+        a.L.count[0] = 1;
+        a.L.stride[0] = a.L.blocklen;
+    }
+    a.e.user = user;
+    a.e.pbase = pbase;
+    a.user_d = user + a.L.disp;
+    split_edges(&a.e, off, end, W);
+    /* Every dividend is a word index below hi / W or a block index below it. */
+    const int64_t wpb = a.L.blocklen / W, nwords = (a.e.hi - a.e.lo) / W;
+    bool narrow = !forced_wide && a.e.hi / W <= (int64_t)UINT32_MAX && wpb <= (int64_t)UINT32_MAX;
+    gdte_fastdiv_init(&a.wpb, (uint64_t)wpb);
+    for (int d = 0; d < a.L.ndims - 1; d++) {
+        gdte_fastdiv_init(&a.cnt[d], (uint64_t)a.L.count[d]);
+        narrow = narrow && a.L.count[d] <= (int64_t)UINT32_MAX;
+    }
+    flat_fn k = dir == GDTE_DIR_PACK ? flat_kernel<GDTE_DIR_PACK>(W, a.L.ndims, narrow)
+                                     : flat_kernel<GDTE_DIR_UNPACK>(W, a.L.ndims, narrow);
+    /* A word per thread while the grid is not full (small layouts: every load issued at once,
+     * in one wave), the resident grid with FLAT_U words per round beyond that. */
+    int64_t nb = imin(resident_blocks(k, max_blocks), (nwords + NT - 1) / NT);
+    GDTE_LAUNCH(dim3((unsigned)(nb > 0 ? nb : 1)), dim3(NT), s, a, k);
+    return launch_check("flat");
 }
 
 typedef void (*tiled_fn)(const tiled_args);
@@ -813,7 +963,7 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
     const int W = strided_word(L, user, pbase, forced_word);
     const gdte_kvar_t v = choose(L, W);
     last_variant = v;
-    last_word = v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_TILED ? W : 0;
+    last_word = v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_TILED || v == GDTE_KVAR_FLAT ? W : 0;
     switch (v) {
     case GDTE_KVAR_CONTIG: {
         char *ua = u + L->disp + offset;
@@ -828,6 +978,7 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
     }
     case GDTE_KVAR_STRIDED: return run_strided(L, dir, u, pbase, offset, end, W, s, max_blocks);
     case GDTE_KVAR_TILED: return run_tiled(L, dir, u, pbase, offset, end, W, s, max_blocks);
+    case GDTE_KVAR_FLAT: return run_flat(L, dir, u, pbase, offset, end, W, s, max_blocks);
     case GDTE_KVAR_DEV_WARP:
     case GDTE_KVAR_DEV_THREAD: return run_dev(L, o, v, dir, u, pbase, offset, end, s, max_blocks);
     default: return GDTE_ERR_INTERNAL;

@@ -11,8 +11,8 @@
 
 static const char *kvar_name(int v)
 {
-    static const char *n[] = {"auto", "contig", "strided", "tiled", "dev_warp", "dev_thread"};
-    return v >= 0 && v <= 5 ? n[v] : "?";
+    static const char *n[] = {"auto", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat"};
+    return v >= 0 && v <= 6 ? n[v] : "?";
 }
 
 int kc_iters(int def)
@@ -38,7 +38,7 @@ typedef struct ctx {
     const char *desc;
     uint64_t seed;
     int64_t count;
-    int variant, word;
+    int variant, word, wide, ndims;
     kc_stats_t *stats;
     int failed;
 } ctx_t;
@@ -51,19 +51,23 @@ static int report(ctx_t *c, const char *phase, int64_t off, int64_t len, const u
     if (i == n) return 0;
     if (c->failed++ < 1 || getenv("GDTE_TEST_VERBOSE"))
         fprintf(stderr,
-                "FAIL seed=0x%llx count=%lld variant=%s word=%d phase=%s range=[%lld,+%lld): byte %lld: got 0x%02x "
-                "want 0x%02x\n  type: %s\n",
-                (unsigned long long)c->seed, (long long)c->count, kvar_name(c->variant), c->word, phase,
+                "FAIL seed=0x%llx count=%lld variant=%s word=%d wide=%d phase=%s range=[%lld,+%lld): byte %lld: got "
+                "0x%02x want 0x%02x\n  type: %s\n",
+                (unsigned long long)c->seed, (long long)c->count, kvar_name(c->variant), c->word, c->wide, phase,
                 (long long)off, (long long)len, (long long)((int64_t)i + base), got[i], exp[i], c->desc);
     return 1;
 }
 
-static void note_run(ctx_t *c)
+static void note_run(ctx_t *c, int64_t off, int64_t len)
 {
     gdte_kvar_t v;
     int w;
     gdte_gpu_exec_last(&v, &w);
-    if ((int)v >= 0 && v < 8 && w >= 0 && w <= 16) c->stats->ran[v][w]++;
+    if ((int)v < 0 || v >= 8 || w < 0 || w > 16) return;
+    c->stats->ran[v][w]++;
+    if (w > 1 && (off % w || (off + len) % w)) c->stats->cut[v][w]++;
+    if (v == GDTE_KVAR_FLAT && c->wide) c->stats->flat_wide[w]++;
+    if (v == GDTE_KVAR_FLAT) c->stats->flat_nd[c->ndims < 3 ? c->ndims : 3]++;
 }
 
 static gdte_status_t run(ctx_t *c, const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
@@ -72,11 +76,12 @@ static gdte_status_t run(ctx_t *c, const gdte_layout_t *L, const gdte_gpu_exec_o
     gdte_status_t st = c->ops->exec(L, o, dir, user, packed, off, len);
     if (st != GDTE_OK) {
         if (c->failed++ < 1 || getenv("GDTE_TEST_VERBOSE"))
-            fprintf(stderr, "FAIL seed=0x%llx variant=%s word=%d %s [%lld,+%lld): %s\n  type: %s\n",
-                    (unsigned long long)c->seed, kvar_name(c->variant), c->word, dir == GDTE_DIR_PACK ? "pack" : "unpack",
-                    (long long)off, (long long)len, gdte_status_name(st), c->desc);
+            fprintf(stderr, "FAIL seed=0x%llx variant=%s word=%d wide=%d %s [%lld,+%lld): %s\n  type: %s\n",
+                    (unsigned long long)c->seed, kvar_name(c->variant), c->word, c->wide,
+                    dir == GDTE_DIR_PACK ? "pack" : "unpack", (long long)off, (long long)len, gdte_status_name(st),
+                    c->desc);
     } else {
-        note_run(c);
+        note_run(c, off, len);
         c->stats->bytes += len;
     }
     return st;
@@ -131,19 +136,21 @@ int kc_check(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed
 {
     gdte_layout_t L, Ld;
     gdte_type_info_t in;
-    ctx_t c = {ops, desc, seed, count, 0, 0, stats, 0};
+    ctx_t c = {ops, desc, seed, count, 0, 0, 0, 1, stats, 0};
     if (gdte_engine_layout(type, count, &L) != GDTE_OK || gdte_type_get_info(type, &in) != GDTE_OK) {
         fprintf(stderr, "FAIL seed=0x%llx: no layout for %s\n", (unsigned long long)seed, desc);
         stats->failures++;
         return 1;
     }
     const int64_t n = L.total;
+    if (L.kind == GDTE_LAYOUT_KIND_STRIDED && L.ndims > 1) c.ndims = L.ndims;
     if (n == 0) return 0;
     int64_t last = (count - 1) * in.extent;
     int64_t lo_off = (last < 0 ? last : 0) + in.true_lb;
     int64_t hi_off = (last > 0 ? last : 0) + in.true_lb + in.true_extent;
     size_t ubytes = (size_t)(hi_off - lo_off) + 2 * GUARD;
     rt_rng_t r = {seed ^ 0x5eed};
+    rt_rng_t wr = {seed ^ 0x71de}; /* FLAT's index width: its own stream, so r's cases stay as they were */
 
     unsigned char *uh = malloc(ubytes), *uexp = malloc(ubytes), *uget = malloc(ubytes), *cov = calloc(1, ubytes);
     unsigned char *ref = malloc((size_t)n), *ones = malloc((size_t)n);
@@ -174,6 +181,8 @@ int kc_check(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed
             c.word = *w;
             gdte_gpu_exec_force_variant((gdte_kvar_t)*v);
             gdte_gpu_exec_force_word(*w);
+            c.wide = *v == GDTE_KVAR_FLAT && rt_below(&wr, 2);
+            gdte_gpu_exec_force_wide(c.wide);
             stats->cases++;
             gdte_gpu_exec_opts_t o;
             memset(&o, 0, sizeof o);
@@ -243,6 +252,7 @@ int kc_check(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed
 out:
     gdte_gpu_exec_force_variant(GDTE_KVAR_NONE);
     gdte_gpu_exec_force_word(0);
+    gdte_gpu_exec_force_wide(0);
     if (ud) ops->release(ud);
     if (pd) ops->release(pd);
     free(uh);
@@ -292,12 +302,21 @@ int kc_check_runs(const kc_ops_t *ops, gdte_type_h type, uint64_t seed, const ch
 void kc_print_coverage(const kc_stats_t *s)
 {
     printf("kernel launches by variant and word size:\n");
-    for (int v = 1; v <= 5; v++) {
+    for (int v = 1; v <= 6; v++) {
         printf("  %-10s", kvar_name(v));
         for (int w = 0; w <= 16; w++)
             if (s->ran[v][w]) printf(" w%d:%lld", w, (long long)s->ran[v][w]);
         printf("\n");
     }
+    printf("  of which ranges cutting a word:");
+    for (int v = 1; v <= 6; v++)
+        for (int w = 2; w <= 16; w++)
+            if (s->cut[v][w]) printf(" %s/w%d:%lld", kvar_name(v), w, (long long)s->cut[v][w]);
+    printf("\n  flat with 64-bit indices forced:");
+    for (int w = 1; w <= 16; w++)
+        if (s->flat_wide[w]) printf(" w%d:%lld", w, (long long)s->flat_wide[w]);
+    printf("\n  flat by dimensions: 1:%lld 2:%lld 3+:%lld\n", (long long)s->flat_nd[1], (long long)s->flat_nd[2],
+           (long long)s->flat_nd[3]);
     printf("cases %lld, failures %lld, bytes moved %lld, unpack skipped (overlapping types) %lld, "
            "plans cut from runs on the device %lld\n",
            (long long)s->cases, (long long)s->failures, (long long)s->bytes, (long long)s->skipped_unpack,

@@ -29,6 +29,9 @@ typedef struct kc_ops {
 typedef struct kc_stats {
     int64_t cases, failures, bytes;
     int64_t ran[8][17]; /* [variant][word] launches seen (word 0: DEV, chosen per unit) */
+    int64_t cut[8][17]; /* of those, launches whose range starts or ends inside a word */
+    int64_t flat_wide[17]; /* FLAT launches with 64-bit index arithmetic forced, by word */
+    int64_t flat_nd[4];    /* FLAT launches by the layout's dimensions (1, 2, 3 or more) */
     int64_t skipped_unpack; /* overlapping types: unpack order would matter, as in MPI */
     int64_t runs_checked;   /* plans whose runs were cut on the device and compared */
 } kc_stats_t;

@@ -98,8 +98,8 @@ int main(void)
     kc_stats_t st;
     memset(&st, 0, sizeof st);
     int fails = 0;
-    static const int all_variants[] = {GDTE_KVAR_NONE, GDTE_KVAR_STRIDED, GDTE_KVAR_TILED, GDTE_KVAR_DEV_WARP,
-                                       GDTE_KVAR_DEV_THREAD, -1};
+    static const int all_variants[] = {GDTE_KVAR_NONE,     GDTE_KVAR_STRIDED,    GDTE_KVAR_TILED, GDTE_KVAR_FLAT,
+                                       GDTE_KVAR_DEV_WARP, GDTE_KVAR_DEV_THREAD, -1};
     static const int all_words[] = {0, 1, 2, 4, 8, 16, -1};
     static const gdte_kvar_t expect[RT_SHAPE_COUNT_] = {
         GDTE_KVAR_STRIDED,    GDTE_KVAR_STRIDED, GDTE_KVAR_DEV_WARP, GDTE_KVAR_TILED,
@@ -127,6 +127,29 @@ int main(void)
         fails += kc_check_runs(&ops, t, seed, desc, &st);
         gdte_type_free(&t);
     }
+    /* Subarrays of 4-D and 5-D arrays: STRIDED layouts of 3 and 4 dimensions, which the random
+     * pool seldom makes (FLAT runs them through its general path). */
+    for (int nd = 4; nd <= 5; nd++) {
+        static const int64_t sz[5] = {5, 4, 3, 6, 7}, sub[5] = {3, 2, 2, 4, 5}, at[5] = {1, 2, 0, 1, 2};
+        gdte_type_h t = NULL;
+        char desc[64];
+        snprintf(desc, sizeof desc, "subarray of a %d-D array of double", nd);
+        if (gdte_type_create_subarray(nd, sz, sub, at, GDTE_ORDER_C, gdte_type_predefined(GDTE_BASIC_DOUBLE), &t) !=
+                GDTE_OK ||
+            gdte_type_commit(t) != GDTE_OK) {
+            printf("FAIL: could not build a %s\n", desc);
+            fails++;
+            continue;
+        }
+        gdte_layout_t L;
+        gdte_engine_layout(t, 2, &L);
+        if (L.kind != GDTE_LAYOUT_KIND_STRIDED || L.ndims < 3) {
+            printf("FAIL: %s: layout kind %d of %d dimensions, expected STRIDED of 3 or more\n", desc, L.kind, L.ndims);
+            fails++;
+        }
+        fails += kc_check(&ops, t, 2, seed + 100 + (uint64_t)nd, desc, all_variants, all_words, &st);
+        gdte_type_free(&t);
+    }
     /* Random types: every variant, two random word caps each. */
     rt_rng_t r = {seed};
     for (int i = 0; i < iters; i++) {
@@ -146,11 +169,23 @@ int main(void)
         gdte_type_free(&t);
     }
     kc_print_coverage(&st);
-    /* Every kernel must have run, and the strided and tiled ones at each word size. */
+    /* Every kernel must have run, and the strided, tiled and flat ones at each word size; flat
+     * also with 64-bit indices and on ranges that start or end inside a word. */
     for (int w = 1; w <= 16; w *= 2) {
         if (!st.ran[GDTE_KVAR_STRIDED][w]) { printf("FAIL: strided never ran with %d-byte words\n", w); fails++; }
         if (!st.ran[GDTE_KVAR_TILED][w]) { printf("FAIL: tiled never ran with %d-byte words\n", w); fails++; }
+        if (!st.ran[GDTE_KVAR_FLAT][w]) { printf("FAIL: flat never ran with %d-byte words\n", w); fails++; }
+        if (!st.flat_wide[w]) { printf("FAIL: flat never ran with 64-bit indices and %d-byte words\n", w); fails++; }
+        if (w > 1 && !st.cut[GDTE_KVAR_FLAT][w]) {
+            printf("FAIL: flat never ran on a range cutting a %d-byte word\n", w);
+            fails++;
+        }
     }
+    for (int d = 1; d <= 3; d++)
+        if (!st.flat_nd[d]) {
+            printf("FAIL: flat never ran on a layout of %d%s dimensions\n", d, d == 3 ? " or more" : "");
+            fails++;
+        }
     if (!st.runs_checked) {
         printf("FAIL: no plan with runs was cut on the device\n");
         fails++;

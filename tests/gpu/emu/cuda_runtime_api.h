@@ -107,6 +107,14 @@ extern int64_t gdte_emu_launches;
 #define gridDim gdte_emu_gdim
 
 static inline void __syncthreads(void) { swapcontext(&gdte_emu_cur->ctx, &gdte_emu_sched); }
+/* Integer intrinsics. GDTE_GPU_EMULATOR makes src/kernels/fastdiv.h call them as device code
+ * does, rather than its portable host arithmetic. */
+#define GDTE_GPU_EMULATOR 1
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
+{
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
 template <class T> static inline T min(T a, T b) { return a < b ? a : b; }
 template <class T> static inline T max(T a, T b) { return a > b ? a : b; }
 
