@@ -4,6 +4,10 @@
  *
  * Methods, each on device buffers, on one non-blocking stream:
  *   gdte      gdte_pack / gdte_unpack (async) of the layout
+ *   gdte_strided, gdte_flat, gdte_tiled
+ *             the same with the kernel variant forced (gdte_gpu_exec_force_variant), for
+ *             regular layouts (automatic choice STRIDED, TILED or CONTIG, as face_z; gdte_tiled
+ *             where TILED can run): the measurements that decide between the variants
  *   memcpy    one device-to-device copy of the same number of bytes (the yardstick)
  *   memcpy2d  one 2-D copy, where the layout is a single vector (width = block, pitch = stride)
  *   perblock  one async copy per contiguous block (what MPIs do today); layouts of more than
@@ -14,7 +18,8 @@
  * without launch gaps or gdte's host work, for every method alike; the log also prints the
  * plain stream times, launches included). Larger layouts: one operation per sample. The first use of an uncached T (plan not yet on the device) is timed on the
  * host clock around a blocking gdte_pack, against the same clock for the cached plan.
- * Every gdte result is checked once against the host executor before it is timed.
+ * Every gdte result (each forced variant's too) is checked once against the host executor
+ * before it is timed.
  *
  * CSV: device,commit,layout,method,direction,packed_bytes,median_us,gbps,ratio_to_memcpy
  * (gbps: packed bytes / median time, 1e9; ratio: memcpy time / method time).
@@ -221,7 +226,7 @@ static void fill_device(char *d, size_t n)
 static int verify_failures;
 
 /* gdte's pack against the host executor's, and its unpack into a buffer whose other bytes are
- * scribbled over. */
+ * scribbled over (under whatever variant is forced at the time). */
 static int verify(bcase_t *c)
 {
     size_t ub = c->user_bytes, pb = (size_t)c->n;
@@ -358,13 +363,36 @@ static void run_case(const char *name)
     char desc[256];
     gdte_type_describe(c.type, desc, sizeof desc);
     gdte_kvar_t v = gdte_gpu_exec_variant(&c.L, GDTE_DIR_PACK);
-    static const char *vn[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread"};
+    static const char *vn[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat"};
     printf("%s: %s; kernel %s; %lld packed bytes\n", name, desc, vn[v], (long long)c.n);
     if (!verify(&c)) {
         printf("  VERIFY FAILED: gdte's result differs from the host executor's\n");
         verify_failures++;
     } else {
         printf("  verified against the host executor (pack, and unpack into scribbled memory)\n");
+    }
+    /* Regular layouts: each kernel variant that can run them, forced, verified like the default
+     * (a contiguous one too: FLAT there is a copy kernel plus its divisions, a calibration). */
+    static const struct {
+        gdte_kvar_t v;
+        const char *method;
+    } forced[] = {{GDTE_KVAR_STRIDED, "gdte_strided"}, {GDTE_KVAR_FLAT, "gdte_flat"}, {GDTE_KVAR_TILED, "gdte_tiled"}};
+    const int nforced = (int)(sizeof forced / sizeof *forced);
+    int forced_on[sizeof forced / sizeof *forced] = {0};
+    for (int f = 0; f < nforced && (v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_TILED || v == GDTE_KVAR_CONTIG); f++) {
+        gdte_gpu_exec_force_variant(forced[f].v);
+        if (gdte_gpu_exec_variant(&c.L, GDTE_DIR_PACK) == forced[f].v) {
+            int ok = verify(&c);
+            gdte_kvar_t ran;
+            int w;
+            gdte_gpu_exec_last(&ran, &w);
+            forced_on[f] = ran == forced[f].v;
+            printf("  %s (%s, %d-byte words): %s%s\n", forced[f].method, vn[ran], w,
+                   ok ? "verified against the host executor" : "VERIFY FAILED",
+                   forced_on[f] ? "" : "; another variant ran, not timed");
+            if (!ok) verify_failures++;
+        }
+        gdte_gpu_exec_force_variant(GDTE_KVAR_NONE);
     }
     /* Small layouts: 20 operations per sample, replayed from a graph (see time_op); the
      * launch-inclusive stream times are printed beside them. */
@@ -376,6 +404,12 @@ static void run_case(const char *name)
         row(name, "memcpy", dir, c.n, mc, mc);
         double g = time_op(&c, op_gdte, dir, RUNS, k, small);
         row(name, "gdte", dir, c.n, g, mc);
+        for (int f = 0; f < nforced; f++) {
+            if (!forced_on[f]) continue;
+            gdte_gpu_exec_force_variant(forced[f].v);
+            row(name, forced[f].method, dir, c.n, time_op(&c, op_gdte, dir, RUNS, k, small), mc);
+            gdte_gpu_exec_force_variant(GDTE_KVAR_NONE);
+        }
         if (small)
             printf("  (stream, launches included: memcpy %.1f us, gdte %.1f us)\n",
                    time_op(&c, op_memcpy, dir, RUNS, k, 0), time_op(&c, op_gdte, dir, RUNS, k, 0));
