@@ -379,7 +379,7 @@ static void run_case(const char *name)
     } forced[] = {{GDTE_KVAR_STRIDED, "gdte_strided"}, {GDTE_KVAR_FLAT, "gdte_flat"}, {GDTE_KVAR_TILED, "gdte_tiled"}};
     const int nforced = (int)(sizeof forced / sizeof *forced);
     int forced_on[sizeof forced / sizeof *forced] = {0};
-    for (int f = 0; f < nforced && (v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_TILED || v == GDTE_KVAR_CONTIG); f++) {
+    for (int f = 0; f < nforced && (v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_FLAT || v == GDTE_KVAR_TILED || v == GDTE_KVAR_CONTIG); f++) {
         gdte_gpu_exec_force_variant(forced[f].v);
         if (gdte_gpu_exec_variant(&c.L, GDTE_DIR_PACK) == forced[f].v) {
             int ok = verify(&c);

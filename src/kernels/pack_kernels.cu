@@ -639,14 +639,16 @@ static int tiled_pays(const gdte_layout_t *L, int W)
     return tiled_possible(L, W) && iabs(L->stride[1]) < iabs(L->stride[0]) && iabs(L->stride[1]) <= 64;
 }
 
-/* FLAT by default: not yet. Nothing shows it cannot lose to STRIDED (it divides for every word,
- * STRIDED carries indices by addition), so the rule waits for device measurements of both
- * (bench/pack's gdte_strided and gdte_flat rows). The one place to change. */
+/* FLAT by default for every STRIDED layout that TILED does not take. H100, bench/pack at
+ * 328d4af (gdte_strided vs gdte_flat, pack/unpack): V 0.917/0.916 -> 0.930/0.933, V64 0.919/0.770
+ * -> 0.919/0.766 (same within noise), face_x 6.06/11.67 -> 5.19/10.14 us, face_y 3.93/4.05 ->
+ * 2.40/2.27 us, struct3 22.6/22.6 -> 20.3/20.5 us; nowhere slower beyond noise. STRIDED stays
+ * for forced runs (tests). */
 static int flat_pays(const gdte_layout_t *L, int W)
 {
     (void)L;
     (void)W;
-    return 0;
+    return 1;
 }
 
 static int dev_thread_pays(const gdte_layout_t *L)

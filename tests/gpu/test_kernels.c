@@ -102,8 +102,8 @@ int main(void)
                                        GDTE_KVAR_DEV_WARP, GDTE_KVAR_DEV_THREAD, -1};
     static const int all_words[] = {0, 1, 2, 4, 8, 16, -1};
     static const gdte_kvar_t expect[RT_SHAPE_COUNT_] = {
-        GDTE_KVAR_STRIDED,    GDTE_KVAR_STRIDED, GDTE_KVAR_DEV_WARP, GDTE_KVAR_TILED,
-        GDTE_KVAR_DEV_THREAD, GDTE_KVAR_STRIDED, GDTE_KVAR_TILED,    GDTE_KVAR_TILED, GDTE_KVAR_STRIDED,
+        GDTE_KVAR_FLAT,       GDTE_KVAR_FLAT,  GDTE_KVAR_DEV_WARP, GDTE_KVAR_TILED,
+        GDTE_KVAR_DEV_THREAD, GDTE_KVAR_FLAT,  GDTE_KVAR_TILED,    GDTE_KVAR_TILED, GDTE_KVAR_FLAT,
         GDTE_KVAR_DEV_WARP};
     static const int64_t sizes[RT_SHAPE_COUNT_] = {40, 300, 70, 63, 200, 12, 33, 71, 3, 5};
     /* The benchmark's shapes, small, each under every variant and word cap. */
