@@ -363,7 +363,7 @@ static void run_case(const char *name)
     char desc[256];
     gdte_type_describe(c.type, desc, sizeof desc);
     gdte_kvar_t v = gdte_gpu_exec_variant(&c.L, GDTE_DIR_PACK);
-    static const char *vn[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat"};
+    static const char *vn[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy"};
     printf("%s: %s; kernel %s; %lld packed bytes\n", name, desc, vn[v], (long long)c.n);
     if (!verify(&c)) {
         printf("  VERIFY FAILED: gdte's result differs from the host executor's\n");

@@ -384,6 +384,7 @@ static void run_layout(const char *name, int64_t n)
     for (int i = 0; i < nc; i++) {
         gdte_protocol_t used = GDTE_PROTOCOL_AUTO, usedc = GDTE_PROTOCOL_AUTO;
         double t = pingpong(a, &sa, b, &sb, cfgs[i], &used);
+        int pulled = last_pulled;
         double tc = pingpong(ac, &ca, bc, &cb, cfgs[i], &usedc);
         if (i == 0) {
             t_default_contig = tc;
@@ -394,7 +395,7 @@ static void run_layout(const char *name, int64_t n)
         int depth = cfgs[i].depth > 0 ? cfgs[i].depth : (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
         /* RDMA rows say how: rdma_pull (the receiver packed the sender's data itself) or rdma
          * (the sender's fragment ring, or a contiguous side's shortcut). */
-        row(name, used == GDTE_PROTOCOL_RDMA && last_pulled ? "rdma_pull" : gdte_protocol_name(used), bytes, frag,
+        row(name, used == GDTE_PROTOCOL_RDMA && pulled ? "rdma_pull" : gdte_protocol_name(used), bytes, frag,
             depth, t, tc);
         row("contig", gdte_protocol_name(usedc), bytes, frag, depth, tc, tc);
     }

@@ -32,3 +32,9 @@ gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64
     (void)runs; (void)nruns; (void)unit_size; (void)units; (void)stream;
     return GDTE_ERR_NO_DEVICE;
 }
+gdte_status_t gdte_gpu_exec_copy(const gdte_layout_t *Ls, const void *src, const gdte_layout_t *Ld, void *dst,
+                                 int64_t offset, int64_t len, gdte_stream_t stream, int max_blocks)
+{
+    (void)Ls; (void)src; (void)Ld; (void)dst; (void)offset; (void)len; (void)stream; (void)max_blocks;
+    return GDTE_ERR_NO_DEVICE;
+}

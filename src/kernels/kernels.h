@@ -32,6 +32,7 @@ typedef enum {
     GDTE_KVAR_DEV_WARP,
     GDTE_KVAR_DEV_THREAD,
     GDTE_KVAR_FLAT, /* STRIDED layouts as a copy kernel maps them (pack_kernels.cu) */
+    GDTE_KVAR_COPY, /* gdte_gpu_exec_copy (never chosen by gdte_gpu_exec) */
 } gdte_kvar_t;
 gdte_kvar_t gdte_gpu_exec_variant(const gdte_layout_t *L, gdte_dir_t dir);
 /* Force a variant (tests only; GDTE_KVAR_NONE restores automatic choice). An impossible
@@ -59,6 +60,12 @@ typedef struct gdte_gpu_exec_opts {
 } gdte_gpu_exec_opts_t;
 gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *opts, gdte_dir_t dir,
                                void *user, void *packed, int64_t offset, int64_t len, gdte_stream_t stream);
+
+/* Bytes [offset, offset+len) of the packed stream, read from `src` through Ls and written to
+ * `dst` through Ld, in one kernel on `stream` (no packed copy in between). Ls and Ld: CONTIG or
+ * STRIDED (else GDTE_ERR_UNSUPPORTED); the range must lie inside both (GDTE_ERR_OFFSET). */
+gdte_status_t gdte_gpu_exec_copy(const gdte_layout_t *Ls, const void *src, const gdte_layout_t *Ld, void *dst,
+                                 int64_t offset, int64_t len, gdte_stream_t stream, int max_blocks);
 
 /* Cut `nruns` runs (device memory) into their units (device memory) on `stream`: the same
  * units the engine made on the host (layout.h's gdte_run_unit), without uploading them. */

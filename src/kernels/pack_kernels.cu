@@ -436,6 +436,52 @@ template <int W, int DIR, int ND, bool NARROW> __global__ void __launch_bounds__
         if (i + k * step < whi) st<W>(DIR == GDTE_DIR_PACK ? pb + (i + k * step) * W : u[k], v[k]);
 }
 
+
+/* ---------------------------------------------------------------------------------------- */
+/* COPY: a stream read through one regular layout and written through another, with no packed
+ * copy in between (an RDMA pull between two regular types: one pass over the bytes instead of
+ * a pack and an unpack). FLAT's mapping on both sides; the word is the widest both allow. Bytes
+ * of a range cut mid-word are moved one by one by the first thread block. */
+struct copy_args {
+    flat_args s, d;   /* source and destination layouts (their e fields unused) */
+    char *src, *dst;  /* buffers as given: layout offsets include disp */
+    int64_t off, lo, hi, end;
+};
+
+__device__ __forceinline__ int64_t copy_byte_offset(const gdte_layout_t &L, int64_t x)
+{
+    int64_t b = qdiv(x, L.blocklen);
+    return gdte_layout_block_offset(&L, b) + (x - b * L.blocklen);
+}
+
+template <int W, bool NARROW> __global__ void __launch_bounds__(NT, 4) k_copy(const copy_args a)
+{
+    typedef typename word_t<W>::t T;
+    if (blockIdx.x == 0) {
+        const int64_t nh = a.lo - a.off, nt = a.end - a.hi;
+        for (int64_t t = threadIdx.x; t < nh + nt; t += NT) {
+            int64_t x = t < nh ? a.off + t : a.hi + (t - nh);
+            a.dst[copy_byte_offset(a.d.L, x)] = a.src[copy_byte_offset(a.s.L, x)];
+        }
+    }
+    const int64_t step = (int64_t)gridDim.x * NT, whi = a.hi / W;
+    int64_t i = a.lo / W + (int64_t)blockIdx.x * NT + threadIdx.x;
+    for (; i + (FLAT_U - 1) * step < whi; i += FLAT_U * step) {
+        T v[FLAT_U];
+#pragma unroll
+        for (int k = 0; k < FLAT_U; k++) v[k] = ld<W>(flat_user<W, 0, NARROW>(a.s, i + k * step));
+#pragma unroll
+        for (int k = 0; k < FLAT_U; k++) st<W>(flat_user<W, 0, NARROW>(a.d, i + k * step), v[k]);
+    }
+    T v[FLAT_U];
+#pragma unroll
+    for (int k = 0; k < FLAT_U; k++)
+        if (i + k * step < whi) v[k] = ld<W>(flat_user<W, 0, NARROW>(a.s, i + k * step));
+#pragma unroll
+    for (int k = 0; k < FLAT_U; k++)
+        if (i + k * step < whi) st<W>(flat_user<W, 0, NARROW>(a.d, i + k * step), v[k]);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* DEV */
 
@@ -838,6 +884,76 @@ static gdte_status_t run_flat(const gdte_layout_t *L0, gdte_dir_t dir, char *use
     int64_t nb = imin(resident_blocks(k, max_blocks), (nwords + NT - 1) / NT);
     GDTE_LAUNCH(dim3((unsigned)(nb > 0 ? nb : 1)), dim3(NT), s, a, k);
     return launch_check("flat");
+}
+
+/* A regular layout as FLAT walks it: CONTIG as one block of one dimension, the divisions
+ * prepared for words of W bytes. Returns whether 32-bit index arithmetic covers words < hi/W. */
+static bool flat_prepare(flat_args *a, const gdte_layout_t *L0, char *user, int W, int64_t hi)
+{
+    a->L = *L0;
+    if (a->L.kind == GDTE_LAYOUT_KIND_CONTIG || a->L.ndims == 0) {
+        a->L.kind = GDTE_LAYOUT_KIND_STRIDED;
+        a->L.ndims = 1;
+        a->L.count[0] = 1;
+        a->L.stride[0] = a->L.blocklen;
+    }
+    a->user_d = user + a->L.disp;
+    const int64_t wpb = a->L.blocklen / W;
+    bool narrow = !forced_wide && hi / W <= (int64_t)UINT32_MAX && wpb <= (int64_t)UINT32_MAX;
+    gdte_fastdiv_init(&a->wpb, (uint64_t)wpb);
+    for (int d = 0; d < a->L.ndims - 1; d++) {
+        gdte_fastdiv_init(&a->cnt[d], (uint64_t)a->L.count[d]);
+        narrow = narrow && a->L.count[d] <= (int64_t)UINT32_MAX;
+    }
+    return narrow;
+}
+
+typedef void (*copy_fn)(const copy_args);
+template <bool NARROW> static copy_fn copy_kernel(int W)
+{
+    switch (W) {
+    case 16: return k_copy<16, NARROW>;
+    case 8: return k_copy<8, NARROW>;
+    case 4: return k_copy<4, NARROW>;
+    case 2: return k_copy<2, NARROW>;
+    default: return k_copy<1, NARROW>;
+    }
+}
+
+static int copyable(const gdte_layout_t *L)
+{
+    return (L->kind == GDTE_LAYOUT_KIND_CONTIG || L->kind == GDTE_LAYOUT_KIND_STRIDED) && L->blocklen > 0 &&
+           L->ndims >= 0 && L->ndims <= GDTE_MAX_DIMS;
+}
+
+extern "C" gdte_status_t gdte_gpu_exec_copy(const gdte_layout_t *Ls, const void *src, const gdte_layout_t *Ld,
+                                            void *dst, int64_t offset, int64_t len, gdte_stream_t stream,
+                                            int max_blocks)
+{
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
+    if (len <= 0) return GDTE_OK;
+    if (!copyable(Ls) || !copyable(Ld)) return GDTE_ERR_UNSUPPORTED;
+    if (offset < 0 || offset + len > Ls->total || offset + len > Ld->total) return GDTE_ERR_OFFSET;
+    const int W = lowbit16((uint64_t)Ls->align | (uint64_t)Ld->align | (uint64_t)(uintptr_t)src |
+                           (uint64_t)(uintptr_t)dst | (uint64_t)forced_word);
+    copy_args a;
+    memset(&a, 0, sizeof a);
+    a.src = (char *)src;
+    a.dst = (char *)dst;
+    a.off = offset;
+    a.end = offset + len;
+    a.lo = (offset + W - 1) / W * W;
+    a.hi = a.end / W * W;
+    if (a.lo >= a.hi) a.lo = a.hi = a.end;
+    bool narrow = flat_prepare(&a.s, Ls, (char *)src, W, a.hi);
+    narrow = flat_prepare(&a.d, Ld, (char *)dst, W, a.hi) && narrow;
+    copy_fn k = narrow ? copy_kernel<true>(W) : copy_kernel<false>(W);
+    last_variant = GDTE_KVAR_COPY;
+    last_word = W;
+    const int64_t nwords = (a.hi - a.lo) / W;
+    int64_t nb = imin(resident_blocks(k, max_blocks), (nwords + NT - 1) / NT);
+    GDTE_LAUNCH(dim3((unsigned)(nb > 0 ? nb : 1)), dim3(NT), (hipStream_t)stream, a, k);
+    return launch_check("copy");
 }
 
 typedef void (*tiled_fn)(const tiled_args);

@@ -414,6 +414,18 @@ static int pull_usable(const struct gdte_msg_req *req)
     return 1;
 }
 
+/* Thread blocks for a pack out of the peer's memory. From another GPU the pack is bound by the
+ * link, which a block per SM saturates; a resident grid would hold every SM while it waits on
+ * the link and keep the local unpack of the previous fragment from overlapping with it (2 x H200:
+ * pack then unpack, 122 us for 32 MiB, whatever the depth). GDTE_MAX_BLOCKS, when set, rules. */
+static int pull_pack_blocks(const struct gdte_msg_req *req)
+{
+    int mb = (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS);
+    if (mb > 0 || req->rts.pci == req->ctx->pci) return mb;
+    gdte_gpu_props_t pr;
+    return gdte_gpu_get_props(-1, &pr) == GDTE_OK && pr.sm_count > 0 ? pr.sm_count : 0;
+}
+
 /* Pack bytes [off, off+len) of the sender's stream from its mapped buffer into `dst`. */
 static gdte_status_t pull_pack(struct gdte_msg_req *req, const gdte_layout_t *Ls, char *dst, int64_t off, int64_t len,
                                gdte_stream_t stream)
@@ -424,7 +436,7 @@ static gdte_status_t pull_pack(struct gdte_msg_req *req, const gdte_layout_t *Ls
     }
     gdte_gpu_exec_opts_t o;
     memset(&o, 0, sizeof o);
-    o.max_blocks = (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS);
+    o.max_blocks = pull_pack_blocks(req);
     const gdte_wire_layout_t *w = &req->rts.lay;
     int64_t r0 = off / Ls->rep_bytes;
     if (Ls->kind == GDTE_LAYOUT_KIND_UNITS && (off + len - 1) / Ls->rep_bytes == r0) {
@@ -440,6 +452,28 @@ static gdte_status_t pull_pack(struct gdte_msg_req *req, const gdte_layout_t *Ls
     return gdte_gpu_exec_ex(Ls, &o, GDTE_DIR_PACK, req->peer_mem, dst, off, len, stream);
 }
 
+/* Both layouts regular: one kernel reads the sender's memory through its layout and writes ours
+ * through our layout, no staging (half the passes over the bytes of a pack and an unpack). */
+static int pull_direct(const struct gdte_msg_req *req, const gdte_layout_t *Ls)
+{
+    return Ls->kind == GDTE_LAYOUT_KIND_STRIDED &&
+           (req->L.kind == GDTE_LAYOUT_KIND_STRIDED || req->L.kind == GDTE_LAYOUT_KIND_CONTIG);
+}
+
+static gdte_status_t pull_copy(struct gdte_msg_req *req, const gdte_layout_t *Ls, gdte_stream_t stream)
+{
+    if (!gdte_rdma_emulated())
+        return gdte_gpu_exec_copy(Ls, req->peer_mem, &req->L, req->buf, 0, req->len, stream,
+                                  (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS));
+    /* Emulated: the same bytes through a host buffer. */
+    char *tmp = malloc((size_t)req->len);
+    if (!tmp) return GDTE_ERR_NO_MEMORY;
+    gdte_host_exec(Ls, GDTE_DIR_PACK, req->peer_mem, tmp, 0, req->len);
+    gdte_host_exec(&req->L, GDTE_DIR_UNPACK, req->buf, tmp, 0, req->len);
+    free(tmp);
+    return GDTE_OK;
+}
+
 /* Queue the whole message: fragment k is packed from the sender's buffer into staging slot
  * k % nslots on the send stream and unpacked from it on the receive stream; the pack of k waits
  * for the unpack of k - nslots (same slot), the unpack of k for the pack of k. req->ev follows
@@ -452,6 +486,8 @@ static gdte_status_t pull_queue(struct gdte_msg_req *req, const gdte_layout_t *L
     gdte_status_t st = GDTE_OK;
     if (req->contig) {
         st = pull_pack(req, Ls, (char *)req->buf + req->L.disp, 0, req->len, sb);
+    } else if (pull_direct(req, Ls)) {
+        st = pull_copy(req, Ls, sb);
     } else {
         for (int64_t k = 0; k < req->nfrags && st == GDTE_OK; k++) {
             gdte_slot_t *s = &req->slots[k % req->nslots];
@@ -486,6 +522,27 @@ static gdte_status_t pull_queue(struct gdte_msg_req *req, const gdte_layout_t *L
     return GDTE_OK;
 }
 
+/* The sender's layout, runnable here: byte 0 at the mapped buffer, units in the mapped plan. */
+static void pull_layout(const gdte_wire_layout_t *w, const gdte_ipc_map_t *units_ref, gdte_layout_t *Ls)
+{
+    memset(Ls, 0, sizeof *Ls);
+    Ls->kind = w->kind;
+    Ls->ndims = w->ndims;
+    Ls->disp = 0; /* peer_mem is the sender's buf + disp */
+    Ls->blocklen = w->blocklen;
+    Ls->total = w->total;
+    for (int k = 0; k < w->ndims; k++) {
+        Ls->count[k] = w->count[k];
+        Ls->stride[k] = w->stride[k];
+    }
+    Ls->nunits = w->nunits;
+    Ls->rep_bytes = w->kind == GDTE_LAYOUT_KIND_UNITS ? w->rep_bytes : w->total;
+    Ls->max_unit_len = w->max_unit_len;
+    Ls->align = w->align;
+    if (w->kind == GDTE_LAYOUT_KIND_UNITS && units_ref)
+        Ls->units = (const gdte_unit_t *)((char *)units_ref->base + w->units_off);
+}
+
 /* Receiver: take the message by pull. GDTE_INPROGRESS: no staging or mapping free yet. */
 static gdte_status_t pull_start(struct gdte_msg_req *req)
 {
@@ -512,20 +569,26 @@ static gdte_status_t pull_start(struct gdte_msg_req *req)
         }
     }
     ipc_ok(p);
-    if (!req->contig && !req->slots) {
+    gdte_layout_t Ls;
+    pull_layout(w, req->units_ref, &Ls);
+    const int staged = !req->contig && !pull_direct(req, &Ls);
+    if (staged && !req->slots) {
         int64_t f = req->want_frag;
         if (f <= 0) {
             f = (int64_t)1 << gdte_log2_ceil(req->len / 4 > 0 ? req->len / 4 : 1);
             if (f < PULL_FRAG_MIN) f = PULL_FRAG_MIN;
             if (f > PULL_FRAG_MAX) f = PULL_FRAG_MAX;
         }
+        /* A fragment the staging share can hold (several at once). */
+        int64_t lim = gdte_stg_frag_limit(&ctx->pool, GDTE_STG_RECV);
+        if (f > lim) f = lim;
         req->frag = f < req->len ? f : req->len;
         req->nfrags = (req->len + req->frag - 1) / req->frag;
         int depth = req->want_depth > 0 ? req->want_depth : 1;
         if (depth > req->nfrags) depth = (int)req->nfrags;
         if ((st = gdte_proto_slots_alloc(req, depth)) != GDTE_OK) return st;
     }
-    if (!req->contig) {
+    if (staged) {
         /* As many slots as staging allows now (at least one), the rest given up. */
         int got = 0;
         for (int i = 0; i < req->nslots; i++) {
@@ -541,29 +604,12 @@ static gdte_status_t pull_start(struct gdte_msg_req *req)
         for (int i = got; i < req->nslots; i++) gdte_stg_put(&ctx->pool, req->slots[i].dev), req->slots[i].dev = NULL;
         req->nslots = got;
     }
-    gdte_layout_t Ls;
-    memset(&Ls, 0, sizeof Ls);
-    Ls.kind = w->kind;
-    Ls.ndims = w->ndims;
-    Ls.disp = 0; /* peer_mem is the sender's buf + disp */
-    Ls.blocklen = w->blocklen;
-    Ls.total = w->total;
-    for (int k = 0; k < w->ndims; k++) {
-        Ls.count[k] = w->count[k];
-        Ls.stride[k] = w->stride[k];
-    }
-    Ls.nunits = w->nunits;
-    Ls.rep_bytes = w->kind == GDTE_LAYOUT_KIND_UNITS ? w->rep_bytes : w->total;
-    Ls.max_unit_len = w->max_unit_len;
-    Ls.align = w->align;
-    if (w->kind == GDTE_LAYOUT_KIND_UNITS) Ls.units = (const gdte_unit_t *)((char *)req->units_ref->base + w->units_off);
     req->rdma_mode = GDTE_CTS_SRC_DIRECT;
     ctx->stats.pulls++;
-    ctx->stats.frags_recvd += req->contig ? 1 : req->nfrags;
-    gdte_debug("message %llu: pull of %lld bytes (%s sender layout, %lld fragments of %lld, %d slots)",
-               (unsigned long long)req->id, (long long)req->len, w->kind == GDTE_LAYOUT_KIND_UNITS ? "units" : "strided",
-               (long long)(req->contig ? 1 : req->nfrags), (long long)(req->contig ? req->len : req->frag),
-               req->contig ? 0 : req->nslots);
+    ctx->stats.frags_recvd += staged ? req->nfrags : 1;
+    gdte_debug("message %llu: pull of %lld bytes (%s sender layout, %s)", (unsigned long long)req->id,
+               (long long)req->len, w->kind == GDTE_LAYOUT_KIND_UNITS ? "units" : "strided",
+               req->contig ? "packed into our buffer" : staged ? "staged fragments" : "layout to layout");
     st = pull_queue(req, &Ls);
     if (st != GDTE_OK) return st;
     return gdte_proto_send_cts(req, 0, GDTE_CTS_SRC_DIRECT, 0, NULL);

@@ -11,8 +11,8 @@
 
 static const char *kvar_name(int v)
 {
-    static const char *n[] = {"auto", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat"};
-    return v >= 0 && v <= 6 ? n[v] : "?";
+    static const char *n[] = {"auto", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy"};
+    return v >= 0 && v <= 7 ? n[v] : "?";
 }
 
 int kc_iters(int def)
@@ -321,4 +321,87 @@ void kc_print_coverage(const kc_stats_t *s)
            "plans cut from runs on the device %lld\n",
            (long long)s->cases, (long long)s->failures, (long long)s->bytes, (long long)s->skipped_unpack,
            (long long)s->runs_checked);
+}
+
+/* Bytes [lo_off, lo_off + *bytes) relative to the buffer pointer hold `count` elements of `type`. */
+static int span_of(gdte_type_h type, int64_t count, int64_t *lo_off, size_t *bytes)
+{
+    gdte_type_info_t in;
+    if (gdte_type_get_info(type, &in) != GDTE_OK) return 0;
+    int64_t last = (count - 1) * in.extent;
+    *lo_off = (last < 0 ? last : 0) + in.true_lb;
+    int64_t hi_off = (last > 0 ? last : 0) + in.true_lb + in.true_extent;
+    *bytes = (size_t)(hi_off - *lo_off) + 2 * GUARD;
+    return 1;
+}
+
+int kc_check_copy(const kc_ops_t *ops, gdte_type_h ts, int64_t cs, gdte_type_h td, int64_t cd, uint64_t seed,
+                  const char *desc, kc_stats_t *stats)
+{
+    gdte_layout_t Ls, Ld;
+    int64_t slo, dlo;
+    size_t sbytes, dbytes;
+    if (gdte_engine_layout(ts, cs, &Ls) != GDTE_OK || gdte_engine_layout(td, cd, &Ld) != GDTE_OK ||
+        !span_of(ts, cs, &slo, &sbytes) || !span_of(td, cd, &dlo, &dbytes))
+        return 0;
+    int regular = (Ls.kind == GDTE_LAYOUT_KIND_CONTIG || Ls.kind == GDTE_LAYOUT_KIND_STRIDED) &&
+                  (Ld.kind == GDTE_LAYOUT_KIND_CONTIG || Ld.kind == GDTE_LAYOUT_KIND_STRIDED);
+    const int64_t n = Ls.total < Ld.total ? Ls.total : Ld.total;
+    if (!regular || n == 0) return 0;
+    ctx_t c = {ops, desc, seed, cs, GDTE_KVAR_COPY, 0, 0, 0, stats, 0};
+    rt_rng_t r = {seed ^ 0xc0b1};
+    unsigned char *sh = malloc(sbytes), *dpo = malloc(dbytes), *dexp = malloc(dbytes), *dget = malloc(dbytes);
+    unsigned char *cov = calloc(1, dbytes), *tmp = malloc((size_t)n), *ones = malloc((size_t)n);
+    unsigned char *sd = ops->alloc(sbytes + SLOT), *dd = ops->alloc(dbytes + SLOT);
+    if (!sh || !dpo || !dexp || !dget || !cov || !tmp || !ones || !sd || !dd) {
+        fprintf(stderr, "FAIL: out of memory for copy %s\n", desc);
+        c.failed = 1;
+        goto out;
+    }
+    /* An overlapping destination makes the order of writes matter: not a copy's business. */
+    memset(ones, 0xff, (size_t)n);
+    gdte_host_exec(&Ld, GDTE_DIR_UNPACK, (char *)cov + GUARD - dlo, ones, 0, n);
+    int64_t covered = 0;
+    for (size_t i = 0; i < dbytes; i++) covered += cov[i] != 0;
+    if (covered < n) goto out;
+    fill_random(&r, sh, sbytes);
+    for (int k = 0; k < 6 && !c.failed; k++) {
+        /* whole stream first, then pieces that may cut words; half aligned, half not */
+        int64_t off = 0, len = n;
+        if (k > 0) {
+            off = (int64_t)rt_below(&r, (uint64_t)n);
+            len = 1 + (int64_t)rt_below(&r, (uint64_t)(n - off));
+        }
+        int64_t ms = rt_below(&r, 2) ? 0 : rt_below(&r, 17), md = rt_below(&r, 2) ? 0 : rt_below(&r, 17);
+        fill_random(&r, dpo, dbytes);
+        memcpy(dexp, dpo, dbytes);
+        gdte_host_exec(&Ls, GDTE_DIR_PACK, (char *)sh + GUARD - slo, tmp, off, len);
+        gdte_host_exec(&Ld, GDTE_DIR_UNPACK, (char *)dexp + GUARD - dlo, tmp, off, len);
+        ops->to_dev(sd + ms, sh, sbytes);
+        ops->to_dev(dd + md, dpo, dbytes);
+        stats->cases++;
+        gdte_status_t st = ops->copy(&Ls, (char *)sd + ms + GUARD - slo, &Ld, (char *)dd + md + GUARD - dlo, off, len);
+        if (st != GDTE_OK) {
+            fprintf(stderr, "FAIL seed=0x%llx copy [%lld,+%lld): %s\n  types: %s\n", (unsigned long long)seed,
+                    (long long)off, (long long)len, gdte_status_name(st), desc);
+            c.failed = 1;
+            break;
+        }
+        note_run(&c, off, len);
+        stats->bytes += len;
+        ops->to_host(dget, dd + md, dbytes);
+        if (report(&c, "copy", off, len, dget, dexp, dbytes, -GUARD + dlo)) break;
+    }
+out:
+    if (sd) ops->release(sd);
+    if (dd) ops->release(dd);
+    free(sh);
+    free(dpo);
+    free(dexp);
+    free(dget);
+    free(cov);
+    free(tmp);
+    free(ones);
+    if (c.failed) stats->failures++;
+    return c.failed ? 1 : 0;
 }

@@ -24,6 +24,9 @@ typedef struct kc_ops {
     gdte_status_t (*exec)(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
                           void *packed, int64_t offset, int64_t len);
     gdte_status_t (*sync)(void); /* wait for the device */
+    /* gdte_gpu_exec_copy, run and wait */
+    gdte_status_t (*copy)(const gdte_layout_t *Ls, const void *src, const gdte_layout_t *Ld, void *dst, int64_t off,
+                          int64_t len);
 } kc_ops_t;
 
 typedef struct kc_stats {
@@ -45,6 +48,13 @@ int kc_check(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed
 /* If the engine kept runs for `type`, cut them into units with gdte_gpu_expand_units and
  * compare with the host units byte for byte. Returns the number of failures. */
 int kc_check_runs(const kc_ops_t *ops, gdte_type_h type, uint64_t seed, const char *desc, kc_stats_t *stats);
+
+/* gdte_gpu_exec_copy of `cs` elements of `ts` into `cd` elements of `td` (the shorter stream),
+ * whole and in random pieces, against the host executor's pack then unpack; poisoned destination
+ * and guards, misaligned buffers. Pairs that are not both regular (CONTIG/STRIDED), and
+ * overlapping destinations, are skipped (0). Returns the number of failures. */
+int kc_check_copy(const kc_ops_t *ops, gdte_type_h ts, int64_t cs, gdte_type_h td, int64_t cd, uint64_t seed,
+                  const char *desc, kc_stats_t *stats);
 
 /* Iterations from GDTE_TEST_ITERS (default `def`), seed from GDTE_TEST_SEED (default: time). */
 int kc_iters(int def);

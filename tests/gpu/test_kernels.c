@@ -28,7 +28,12 @@ static gdte_status_t e_exec(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *
     return gdte_gpu_exec_ex(L, o, dir, user, packed, off, len, NULL);
 }
 static gdte_status_t e_sync(void) { return GDTE_OK; }
-static const kc_ops_t ops = {e_alloc, e_release, e_copy, e_copy, e_units, e_exec, e_sync};
+static gdte_status_t e_lcopy(const gdte_layout_t *Ls, const void *src, const gdte_layout_t *Ld, void *dst, int64_t off,
+                             int64_t len)
+{
+    return gdte_gpu_exec_copy(Ls, src, Ld, dst, off, len, NULL, 0);
+}
+static const kc_ops_t ops = {e_alloc, e_release, e_copy, e_copy, e_units, e_exec, e_sync, e_lcopy};
 #define SIZE_SCALE 1
 #define DEFAULT_ITERS 40
 #define MAX_COUNT 5
@@ -69,7 +74,13 @@ static gdte_status_t d_exec(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *
     /* a kernel fault shows here */
     return gdte_gpu_device_synchronize();
 }
-static const kc_ops_t ops = {d_alloc, d_release, d_copy, d_copy, d_units, d_exec, gdte_gpu_device_synchronize};
+static gdte_status_t d_lcopy(const gdte_layout_t *Ls, const void *src, const gdte_layout_t *Ld, void *dst, int64_t off,
+                             int64_t len)
+{
+    gdte_status_t st = gdte_gpu_exec_copy(Ls, src, Ld, dst, off, len, NULL, 0);
+    return st != GDTE_OK ? st : gdte_gpu_device_synchronize();
+}
+static const kc_ops_t ops = {d_alloc, d_release, d_copy, d_copy, d_units, d_exec, gdte_gpu_device_synchronize, d_lcopy};
 #define SIZE_SCALE 8
 #define DEFAULT_ITERS 300
 #define MAX_COUNT 64
@@ -168,6 +179,40 @@ int main(void)
         fails += kc_check_runs(&ops, t, ts, desc, &st);
         gdte_type_free(&t);
     }
+    /* Layout to layout in one kernel (RDMA pull between regular types): random pairs, and the
+     * benchmark's shapes against each other. */
+    int copies = 0;
+    for (int i = 0; i < iters; i++) {
+        char da[2048], db[2048], desc[4200];
+        uint64_t ts = rt_next(&r);
+        rt_rng_t tr = {ts};
+        gdte_type_h a = rt_random_type(&tr, 4096, da, sizeof da), b = rt_random_type(&tr, 4096, db, sizeof db);
+        if (a && b) {
+            snprintf(desc, sizeof desc, "%s -> %s", da, db);
+            int64_t before = st.cases;
+            fails += kc_check_copy(&ops, a, 1 + rt_below(&tr, 4), b, 1 + rt_below(&tr, 4), ts, desc, &st);
+            copies += st.cases > before;
+        }
+        if (a) gdte_type_free(&a);
+        if (b) gdte_type_free(&b);
+    }
+    for (int s1 = 0; s1 < RT_SHAPE_COUNT_; s1++)
+        for (int s2 = 0; s2 < RT_SHAPE_COUNT_; s2++) {
+            char da[512], db[512], desc[1100];
+            int64_t n1 = sizes[s1] * (s1 == RT_SHAPE_FACE_X ? 1 : SIZE_SCALE);
+            int64_t n2 = sizes[s2] * (s2 == RT_SHAPE_FACE_X ? 1 : SIZE_SCALE);
+            gdte_type_h a = rt_shape_type((rt_shape_t)s1, n1, da, sizeof da);
+            gdte_type_h b = rt_shape_type((rt_shape_t)s2, n2, db, sizeof db);
+            if (a && b) {
+                snprintf(desc, sizeof desc, "%s -> %s", da, db);
+                int64_t before = st.cases;
+                fails += kc_check_copy(&ops, a, 2, b, 2, seed + 1000 + (uint64_t)(s1 * 16 + s2), desc, &st);
+                copies += st.cases > before;
+            }
+            if (a) gdte_type_free(&a);
+            if (b) gdte_type_free(&b);
+        }
+    printf("layout-to-layout copies checked: %d pairs\n", copies);
     kc_print_coverage(&st);
     /* Every kernel must have run, and the strided, tiled and flat ones at each word size; flat
      * also with 64-bit indices and on ranges that start or end inside a word. */
@@ -175,6 +220,7 @@ int main(void)
         if (!st.ran[GDTE_KVAR_STRIDED][w]) { printf("FAIL: strided never ran with %d-byte words\n", w); fails++; }
         if (!st.ran[GDTE_KVAR_TILED][w]) { printf("FAIL: tiled never ran with %d-byte words\n", w); fails++; }
         if (!st.ran[GDTE_KVAR_FLAT][w]) { printf("FAIL: flat never ran with %d-byte words\n", w); fails++; }
+        if (!st.ran[GDTE_KVAR_COPY][w]) { printf("FAIL: copy never ran with %d-byte words\n", w); fails++; }
         if (!st.flat_wide[w]) { printf("FAIL: flat never ran with 64-bit indices and %d-byte words\n", w); fails++; }
         if (w > 1 && !st.cut[GDTE_KVAR_FLAT][w]) {
             printf("FAIL: flat never ran on a range cutting a %d-byte word\n", w);
