@@ -191,6 +191,8 @@ section_protocols() {
       --expect-pulls yes
     proto_run "rdma_random_pull_frags_${g}gpu" GDTE_LOG=warn GDTE_FRAG_SIZE=4096 GDTE_PIPELINE_DEPTH=2 -- \
       random "${d[@]}" --protocol rdma --expect-protocol rdma --cases 40 --seed 7 --expect-pulls yes
+    proto_run "rdma_random_pull_same_${g}gpu" GDTE_LOG=warn -- random "${d[@]}" --protocol rdma --expect-protocol rdma \
+      --cases 40 --seed 9 --same-type --expect-pulls same
     proto_run "rdma_random_ring_${g}gpu" GDTE_LOG=warn GDTE_RDMA_PULL=0 -- random "${d[@]}" --protocol rdma \
       --expect-protocol rdma --cases 40 --seed 8 --expect-pulls no
     proto_run "rdma_random_peer_unpack_${g}gpu" GDTE_RDMA_LOCAL_COPY=0 GDTE_PIPELINE_DEPTH=2 GDTE_RDMA_PULL=0 -- \

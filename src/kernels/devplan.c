@@ -51,6 +51,8 @@ typedef struct dp_entry {
 
 struct dp_slot {
     dp_entry_t *entries;
+    uint64_t units_hash; /* of the host units, once asked for (gdte_devplan_units_hash) */
+    int hashed;
 };
 
 /* Plan memory comes from slabs kept for the process, carved first fit: a cudaMalloc of a few
@@ -390,6 +392,40 @@ gdte_status_t gdte_devplan_pin(gdte_type_h type, const gdte_unit_t **dunits_p)
     }
     pthread_mutex_unlock(&lock);
     return st;
+}
+
+/* 64-bit hash of the unit array: 8-byte words folded by multiply and rotate (a plan's units are
+ * whole gdte_unit_t records, so their bytes are a multiple of 8). Two processes that get the same
+ * value for plans of the same shape run the same units. */
+static uint64_t units_hash(const gdte_unit_t *u, int64_t n)
+{
+    const uint64_t *w = (const uint64_t *)(const void *)u;
+    size_t nw = (size_t)n * sizeof *u / 8;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+    for (size_t i = 0; i < nw; i++) {
+        h ^= w[i] * 0xbf58476d1ce4e5b9ull;
+        h = (h << 27 | h >> 37) * 0x94d049bb133111ebull;
+    }
+    return h ^ (h >> 31);
+}
+
+gdte_status_t gdte_devplan_units_hash(gdte_type_h type, uint64_t *hash_p)
+{
+    const gdte_unit_t *hu;
+    int64_t n;
+    gdte_status_t st = gdte_engine_units(type, &hu, &n);
+    if (st != GDTE_OK) return st;
+    pthread_mutex_lock(&lock);
+    dp_slot_t *s = gdte_type_backend_slot(type);
+    if (!s && (s = calloc(1, sizeof *s)) != NULL) gdte_type_set_backend_slot(type, s, slot_free);
+    if (s && !s->hashed) {
+        s->units_hash = units_hash(hu, n);
+        s->hashed = 1;
+    }
+    uint64_t h = s ? s->units_hash : units_hash(hu, n);
+    pthread_mutex_unlock(&lock);
+    *hash_p = h;
+    return GDTE_OK;
 }
 
 void gdte_devplan_unpin(gdte_type_h type, int dev)

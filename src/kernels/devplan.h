@@ -16,6 +16,9 @@ gdte_status_t gdte_devplan_units(gdte_type_h type, const gdte_unit_t **dunits_p)
  * for a peer that reads the units (RDMA pull) while this process goes on packing other types. */
 gdte_status_t gdte_devplan_pin(gdte_type_h type, const gdte_unit_t **dunits_p);
 void gdte_devplan_unpin(gdte_type_h type, int dev);
+/* A hash of the type's unit array (computed once per type): equal hashes and equal shapes mean
+ * two processes' plans move the same bytes (RDMA pull between identical irregular types). */
+gdte_status_t gdte_devplan_units_hash(gdte_type_h type, uint64_t *hash_p);
 
 /* Run a UNITS layout of `type` on the GPU (as gdte_gpu_exec does) with its cached device plan.
  * On a type's first use on this device the upload is cut into chunks and the kernel packs

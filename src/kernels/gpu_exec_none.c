@@ -38,3 +38,9 @@ gdte_status_t gdte_gpu_exec_copy(const gdte_layout_t *Ls, const void *src, const
     (void)Ls; (void)src; (void)Ld; (void)dst; (void)offset; (void)len; (void)stream; (void)max_blocks;
     return GDTE_ERR_NO_DEVICE;
 }
+gdte_status_t gdte_gpu_exec_copy_units(const gdte_layout_t *L, const void *src, void *dst, int64_t offset, int64_t len,
+                                       gdte_stream_t stream, int max_blocks)
+{
+    (void)L; (void)src; (void)dst; (void)offset; (void)len; (void)stream; (void)max_blocks;
+    return GDTE_ERR_NO_DEVICE;
+}

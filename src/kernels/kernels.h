@@ -67,6 +67,11 @@ gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_
 gdte_status_t gdte_gpu_exec_copy(const gdte_layout_t *Ls, const void *src, const gdte_layout_t *Ld, void *dst,
                                  int64_t offset, int64_t len, gdte_stream_t stream, int max_blocks);
 
+/* The same for two buffers of one UNITS layout (L->units on the device): every unit's bytes in
+ * [offset, offset+len) from src to dst, in one kernel (RDMA pull between identical types). */
+gdte_status_t gdte_gpu_exec_copy_units(const gdte_layout_t *L, const void *src, void *dst, int64_t offset,
+                                       int64_t len, gdte_stream_t stream, int max_blocks);
+
 /* Cut `nruns` runs (device memory) into their units (device memory) on `stream`: the same
  * units the engine made on the host (layout.h's gdte_run_unit), without uploading them. */
 gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64_t unit_size, gdte_unit_t *units,

@@ -109,6 +109,7 @@ struct tiled_args {
 struct dev_args {
     char *user_d;
     char *pbase;
+    char *user2_d; /* DEV_COPY: the destination buffer (+ disp), laid out as user_d */
     const gdte_unit_t *units;
     int64_t rep_bytes;
     int64_t lo, hi;       /* stream range */
@@ -537,6 +538,10 @@ __device__ __forceinline__ void group_copy(char *dst, const char *src, int64_t n
     for (int64_t i = head + nw * W + lane; i < n; i += G) dst[i] = src[i];
 }
 
+/* A third mode of the DEV kernels beside GDTE_DIR_PACK/UNPACK: user buffer to user buffer of the
+ * same layout (gdte_gpu_exec_copy_units). */
+#define DEV_COPY 2
+
 /* Move the part of a unit U of repetition rep that lies in [lo, hi). */
 template <int DIR>
 __device__ __forceinline__ void dev_move(const dev_args &a, const gdte_unit_t &U, int64_t rep, int lane, int G)
@@ -544,9 +549,12 @@ __device__ __forceinline__ void dev_move(const dev_args &a, const gdte_unit_t &U
     int64_t s = rep * a.rep_bytes + U.packed;
     int64_t b = s > a.lo ? s : a.lo, e = s + U.len < a.hi ? s + U.len : a.hi;
     if (b >= e) return;
-    char *usr = a.user_d + rep_offset(a, rep) + U.src + (b - s);
-    char *pk = a.pbase + b;
-    if (DIR == GDTE_DIR_PACK)
+    const int64_t uo = rep_offset(a, rep) + U.src + (b - s);
+    char *usr = a.user_d + uo;
+    char *pk = DIR == DEV_COPY ? a.user2_d + uo : a.pbase + b;
+    if (DIR == DEV_COPY)
+        group_copy(pk, usr, e - b, lane, G, a.wcap);
+    else if (DIR == GDTE_DIR_PACK)
         group_copy(pk, usr, e - b, lane, G, a.wcap);
     else
         group_copy(usr, pk, e - b, lane, G, a.wcap);
@@ -1063,6 +1071,42 @@ static gdte_status_t run_dev(const gdte_layout_t *L, const gdte_gpu_exec_opts_t 
     int64_t nb = imin(cap, (a.npairs + NT / 32 - 1) / (NT / 32));
     GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), s, a, k);
     return launch_check("dev_warp");
+}
+
+extern "C" gdte_status_t gdte_gpu_exec_copy_units(const gdte_layout_t *L, const void *src, void *dst, int64_t offset,
+                                                  int64_t len, gdte_stream_t stream, int max_blocks)
+{
+    if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
+    if (len <= 0) return GDTE_OK;
+    if (L->kind != GDTE_LAYOUT_KIND_UNITS || !L->units || L->nunits <= 0 || L->rep_bytes <= 0)
+        return GDTE_ERR_UNSUPPORTED;
+    if (offset < 0 || offset + len > L->total) return GDTE_ERR_OFFSET;
+    dev_args a;
+    memset(&a, 0, sizeof a);
+    a.user_d = (char *)src + L->disp;
+    a.user2_d = (char *)dst + L->disp;
+    a.units = L->units;
+    a.rep_bytes = L->rep_bytes;
+    a.lo = offset;
+    a.hi = offset + len;
+    a.ndims = L->ndims;
+    a.wcap = forced_word ? lowbit16((uint64_t)forced_word) : 16;
+    for (int k = 0; k < L->ndims; k++) {
+        a.count[k] = L->count[k];
+        a.stride[k] = L->stride[k];
+    }
+    a.rep_lo = offset / L->rep_bytes;
+    a.u0 = 0;
+    a.nu = L->nunits;
+    a.npairs = ((offset + len - 1) / L->rep_bytes - a.rep_lo + 1) * a.nu;
+    dev_fn k = k_dev_warp<DEV_COPY>;
+    int64_t cap = resident_blocks(k, 0) * 2;
+    if (max_blocks > 0 && max_blocks < cap) cap = max_blocks;
+    int64_t nb = imin(cap, (a.npairs + NT / 32 - 1) / (NT / 32));
+    last_variant = GDTE_KVAR_COPY;
+    last_word = 0;
+    GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), (hipStream_t)stream, a, k);
+    return launch_check("copy_units");
 }
 
 extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir,

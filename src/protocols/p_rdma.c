@@ -233,6 +233,7 @@ static int export_units(struct gdte_msg_req *req, gdte_wire_layout_t *w)
         units = du;
     }
     if (gdte_rdma_export(units, &w->units_h, &w->units_off) != GDTE_OK) return 0;
+    if (gdte_devplan_units_hash(req->type, &w->units_hash) != GDTE_OK) return 0;
     const int M = GDTE_WIRE_UNIT_MARKS;
     for (int j = 0; j < M; j++) {
         w->mark_byte[j] = req->L.rep_bytes / M * j + req->L.rep_bytes % M * j / M;
@@ -293,7 +294,7 @@ static void offer_layout(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
 
 void gdte_proto_rdma_release(struct gdte_msg_req *req)
 {
-    if (req->is_send) release_units(req);
+    release_units(req);
     ipc_release(req->units_ref);
     req->units_ref = NULL;
 }
@@ -456,19 +457,47 @@ static gdte_status_t pull_pack(struct gdte_msg_req *req, const gdte_layout_t *Ls
  * through our layout, no staging (half the passes over the bytes of a pack and an unpack). */
 static int pull_direct(const struct gdte_msg_req *req, const gdte_layout_t *Ls)
 {
+    if (req->pull_same) return 1;
     return Ls->kind == GDTE_LAYOUT_KIND_STRIDED &&
            (req->L.kind == GDTE_LAYOUT_KIND_STRIDED || req->L.kind == GDTE_LAYOUT_KIND_CONTIG);
 }
 
+/* The sender's irregular layout is ours: same shape, and units hashing alike. Then one kernel
+ * moves each unit from the sender's buffer to ours with our own (local) unit array. */
+static int pull_same_units(struct gdte_msg_req *req)
+{
+    const gdte_wire_layout_t *w = &req->rts.lay;
+    const gdte_layout_t *L = &req->L;
+    if (w->kind != GDTE_LAYOUT_KIND_UNITS || L->kind != GDTE_LAYOUT_KIND_UNITS || w->nunits != L->nunits ||
+        w->rep_bytes != L->rep_bytes || w->ndims != L->ndims)
+        return 0;
+    for (int k = 0; k < L->ndims; k++)
+        if (w->count[k] != L->count[k] || w->stride[k] != L->stride[k]) return 0;
+    uint64_t h;
+    return gdte_devplan_units_hash(req->type, &h) == GDTE_OK && h == w->units_hash;
+}
+
 static gdte_status_t pull_copy(struct gdte_msg_req *req, const gdte_layout_t *Ls, gdte_stream_t stream)
 {
-    if (!gdte_rdma_emulated())
-        return gdte_gpu_exec_copy(Ls, req->peer_mem, &req->L, req->buf, 0, req->len, stream,
-                                  (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS));
+    const int mb = (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS);
+    if (!gdte_rdma_emulated() && req->pull_same) {
+        const gdte_unit_t *du;
+        gdte_status_t st = gdte_devplan_pin(req->type, &du);
+        if (st != GDTE_OK) return st;
+        req->units_pinned = 1;
+        gdte_layout_t L = req->L;
+        L.units = du;
+        /* peer_mem is the sender's buf + disp, ours is buf + disp: the same layout from both. */
+        return gdte_gpu_exec_copy_units(&L, (const char *)req->peer_mem - L.disp, req->buf, 0, req->len, stream, mb);
+    }
+    if (!gdte_rdma_emulated()) return gdte_gpu_exec_copy(Ls, req->peer_mem, &req->L, req->buf, 0, req->len, stream, mb);
     /* Emulated: the same bytes through a host buffer. */
     char *tmp = malloc((size_t)req->len);
     if (!tmp) return GDTE_ERR_NO_MEMORY;
-    gdte_host_exec(Ls, GDTE_DIR_PACK, req->peer_mem, tmp, 0, req->len);
+    if (req->pull_same) /* the sender's units were not mapped: ours describe its buffer too */
+        gdte_host_exec(&req->L, GDTE_DIR_PACK, (char *)req->peer_mem - req->L.disp, tmp, 0, req->len);
+    else
+        gdte_host_exec(Ls, GDTE_DIR_PACK, req->peer_mem, tmp, 0, req->len);
     gdte_host_exec(&req->L, GDTE_DIR_UNPACK, req->buf, tmp, 0, req->len);
     free(tmp);
     return GDTE_OK;
@@ -560,7 +589,8 @@ static gdte_status_t pull_start(struct gdte_msg_req *req)
         }
         req->peer_mem = (char *)req->ipc_ref->base + rts->buf_off;
     }
-    if (w->kind == GDTE_LAYOUT_KIND_UNITS && !req->units_ref) {
+    req->pull_same = pull_same_units(req);
+    if (w->kind == GDTE_LAYOUT_KIND_UNITS && !req->pull_same && !req->units_ref) {
         st = ipc_acquire(ctx, p, &w->units_h, &req->units_ref);
         if (st == GDTE_INPROGRESS) return st;
         if (st != GDTE_OK) {
@@ -606,10 +636,11 @@ static gdte_status_t pull_start(struct gdte_msg_req *req)
     }
     req->rdma_mode = GDTE_CTS_SRC_DIRECT;
     ctx->stats.pulls++;
+    ctx->stats.pulls_same += req->pull_same;
     ctx->stats.frags_recvd += staged ? req->nfrags : 1;
     gdte_debug("message %llu: pull of %lld bytes (%s sender layout, %s)", (unsigned long long)req->id,
                (long long)req->len, w->kind == GDTE_LAYOUT_KIND_UNITS ? "units" : "strided",
-               req->contig ? "packed into our buffer" : staged ? "staged fragments" : "layout to layout");
+               req->contig ? "packed into our buffer" : staged ? "staged fragments" : req->pull_same ? "same units" : "layout to layout");
     st = pull_queue(req, &Ls);
     if (st != GDTE_OK) return st;
     return gdte_proto_send_cts(req, 0, GDTE_CTS_SRC_DIRECT, 0, NULL);

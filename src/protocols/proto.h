@@ -70,6 +70,7 @@ typedef struct gdte_proto_stats {
     int64_t timeouts;          /* requests failed with GDTE_ERR_TIMEOUT */
     int64_t peer_failures;     /* peers declared failed */
     int64_t pulls;             /* RDMA messages received by packing the sender's data here */
+    int64_t pulls_same;        /* ... of them between identical irregular types (one unit-copy kernel) */
 } gdte_proto_stats_t;
 
 typedef struct gdte_proto_ctx_attr {

@@ -73,6 +73,7 @@ typedef struct gdte_wire_layout {
     int32_t max_unit_len;
     int32_t align;
     int64_t units_off;
+    uint64_t units_hash; /* gdte_devplan_units_hash of the sender's type */
     int64_t mark_byte[GDTE_WIRE_UNIT_MARKS + 1]; /* rep_bytes * j / MARKS */
     int64_t mark_unit[GDTE_WIRE_UNIT_MARKS + 1]; /* the unit holding that byte (nunits at the end) */
     gdte_gpu_ipc_handle_t units_h;
@@ -300,6 +301,7 @@ struct gdte_msg_req {
      * a shared copy of them (units_emu). Receiver: the sender's units mapped here. */
     int units_pinned;
     int dst_retry;         /* sender, contiguous-receiver shortcut: waiting for a mapping entry */
+    int pull_same;         /* receiver: the sender's irregular layout is ours (same units) */
     gdte_stg_buf_t *units_emu;
     gdte_ipc_map_t *units_ref;
     /* outcome */

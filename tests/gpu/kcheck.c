@@ -405,3 +405,72 @@ out:
     if (c.failed) stats->failures++;
     return c.failed ? 1 : 0;
 }
+
+int kc_check_copy_units(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed, const char *desc,
+                        kc_stats_t *stats)
+{
+    gdte_layout_t L, Ld;
+    int64_t lo;
+    size_t bytes;
+    if (gdte_engine_layout(type, count, &L) != GDTE_OK || L.kind != GDTE_LAYOUT_KIND_UNITS || L.total == 0 ||
+        !span_of(type, count, &lo, &bytes))
+        return 0;
+    const int64_t n = L.total;
+    ctx_t c = {ops, desc, seed, count, GDTE_KVAR_COPY, 0, 0, 0, stats, 0};
+    rt_rng_t r = {seed ^ 0xc0b2};
+    unsigned char *sh = malloc(bytes), *dpo = malloc(bytes), *dexp = malloc(bytes), *dget = malloc(bytes);
+    unsigned char *cov = calloc(1, bytes), *tmp = malloc((size_t)n), *ones = malloc((size_t)n);
+    unsigned char *sd = ops->alloc(bytes + SLOT), *dd = ops->alloc(bytes + SLOT);
+    if (!sh || !dpo || !dexp || !dget || !cov || !tmp || !ones || !sd || !dd) {
+        fprintf(stderr, "FAIL: out of memory for copy_units %s\n", desc);
+        c.failed = 1;
+        goto out;
+    }
+    memset(ones, 0xff, (size_t)n);
+    gdte_host_exec(&L, GDTE_DIR_UNPACK, (char *)cov + GUARD - lo, ones, 0, n);
+    int64_t covered = 0;
+    for (size_t i = 0; i < bytes; i++) covered += cov[i] != 0;
+    if (covered < n) goto out;
+    Ld = L;
+    Ld.units = ops->units(type, &L);
+    fill_random(&r, sh, bytes);
+    for (int k = 0; k < 5 && !c.failed; k++) {
+        int64_t off = 0, len = n;
+        if (k > 0) {
+            off = (int64_t)rt_below(&r, (uint64_t)n);
+            len = 1 + (int64_t)rt_below(&r, (uint64_t)(n - off));
+        }
+        /* the two buffers congruent modulo 16 or not (the word width follows their difference) */
+        int64_t ms = rt_below(&r, 2) ? 0 : rt_below(&r, 17), md = rt_below(&r, 2) ? ms : rt_below(&r, 17);
+        fill_random(&r, dpo, bytes);
+        memcpy(dexp, dpo, bytes);
+        gdte_host_exec(&L, GDTE_DIR_PACK, (char *)sh + GUARD - lo, tmp, off, len);
+        gdte_host_exec(&L, GDTE_DIR_UNPACK, (char *)dexp + GUARD - lo, tmp, off, len);
+        ops->to_dev(sd + ms, sh, bytes);
+        ops->to_dev(dd + md, dpo, bytes);
+        stats->cases++;
+        gdte_status_t st = ops->copy_units(&Ld, (char *)sd + ms + GUARD - lo, (char *)dd + md + GUARD - lo, off, len);
+        if (st != GDTE_OK) {
+            fprintf(stderr, "FAIL seed=0x%llx copy_units [%lld,+%lld): %s\n  type: %s\n", (unsigned long long)seed,
+                    (long long)off, (long long)len, gdte_status_name(st), desc);
+            c.failed = 1;
+            break;
+        }
+        note_run(&c, off, len);
+        stats->bytes += len;
+        ops->to_host(dget, dd + md, bytes);
+        if (report(&c, "copy_units", off, len, dget, dexp, bytes, -GUARD + lo)) break;
+    }
+out:
+    if (sd) ops->release(sd);
+    if (dd) ops->release(dd);
+    free(sh);
+    free(dpo);
+    free(dexp);
+    free(dget);
+    free(cov);
+    free(tmp);
+    free(ones);
+    if (c.failed) stats->failures++;
+    return c.failed ? 1 : 0;
+}

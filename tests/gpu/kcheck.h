@@ -27,6 +27,8 @@ typedef struct kc_ops {
     /* gdte_gpu_exec_copy, run and wait */
     gdte_status_t (*copy)(const gdte_layout_t *Ls, const void *src, const gdte_layout_t *Ld, void *dst, int64_t off,
                           int64_t len);
+    /* gdte_gpu_exec_copy_units, run and wait */
+    gdte_status_t (*copy_units)(const gdte_layout_t *L, const void *src, void *dst, int64_t off, int64_t len);
 } kc_ops_t;
 
 typedef struct kc_stats {
@@ -55,6 +57,12 @@ int kc_check_runs(const kc_ops_t *ops, gdte_type_h type, uint64_t seed, const ch
  * overlapping destinations, are skipped (0). Returns the number of failures. */
 int kc_check_copy(const kc_ops_t *ops, gdte_type_h ts, int64_t cs, gdte_type_h td, int64_t cd, uint64_t seed,
                   const char *desc, kc_stats_t *stats);
+
+/* gdte_gpu_exec_copy_units of `count` elements of a UNITS `type` from one buffer to another,
+ * whole and in random pieces, against the host executor's pack then unpack. Other layouts and
+ * overlapping types are skipped (0). Returns the number of failures. */
+int kc_check_copy_units(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed, const char *desc,
+                        kc_stats_t *stats);
 
 /* Iterations from GDTE_TEST_ITERS (default `def`), seed from GDTE_TEST_SEED (default: time). */
 int kc_iters(int def);

@@ -33,7 +33,11 @@ static gdte_status_t e_lcopy(const gdte_layout_t *Ls, const void *src, const gdt
 {
     return gdte_gpu_exec_copy(Ls, src, Ld, dst, off, len, NULL, 0);
 }
-static const kc_ops_t ops = {e_alloc, e_release, e_copy, e_copy, e_units, e_exec, e_sync, e_lcopy};
+static gdte_status_t e_ucopy(const gdte_layout_t *L, const void *src, void *dst, int64_t off, int64_t len)
+{
+    return gdte_gpu_exec_copy_units(L, src, dst, off, len, NULL, 0);
+}
+static const kc_ops_t ops = {e_alloc, e_release, e_copy, e_copy, e_units, e_exec, e_sync, e_lcopy, e_ucopy};
 #define SIZE_SCALE 1
 #define DEFAULT_ITERS 40
 #define MAX_COUNT 5
@@ -80,7 +84,13 @@ static gdte_status_t d_lcopy(const gdte_layout_t *Ls, const void *src, const gdt
     gdte_status_t st = gdte_gpu_exec_copy(Ls, src, Ld, dst, off, len, NULL, 0);
     return st != GDTE_OK ? st : gdte_gpu_device_synchronize();
 }
-static const kc_ops_t ops = {d_alloc, d_release, d_copy, d_copy, d_units, d_exec, gdte_gpu_device_synchronize, d_lcopy};
+static gdte_status_t d_ucopy(const gdte_layout_t *L, const void *src, void *dst, int64_t off, int64_t len)
+{
+    gdte_status_t st = gdte_gpu_exec_copy_units(L, src, dst, off, len, NULL, 0);
+    return st != GDTE_OK ? st : gdte_gpu_device_synchronize();
+}
+static const kc_ops_t ops = {d_alloc,  d_release, d_copy, d_copy, d_units, d_exec, gdte_gpu_device_synchronize,
+                             d_lcopy,  d_ucopy};
 #define SIZE_SCALE 8
 #define DEFAULT_ITERS 300
 #define MAX_COUNT 64
@@ -136,6 +146,7 @@ int main(void)
         }
         fails += kc_check(&ops, t, 2, seed + (uint64_t)s, desc, all_variants, all_words, &st);
         fails += kc_check_runs(&ops, t, seed, desc, &st);
+        fails += kc_check_copy_units(&ops, t, 2, seed + (uint64_t)s, desc, &st);
         gdte_type_free(&t);
     }
     /* Subarrays of 4-D and 5-D arrays: STRIDED layouts of 3 and 4 dimensions, which the random
@@ -161,8 +172,10 @@ int main(void)
         fails += kc_check(&ops, t, 2, seed + 100 + (uint64_t)nd, desc, all_variants, all_words, &st);
         gdte_type_free(&t);
     }
-    /* Random types: every variant, two random word caps each. */
+    /* Random types: every variant, two random word caps each; units layouts also buffer to
+     * buffer (gdte_gpu_exec_copy_units). */
     rt_rng_t r = {seed};
+    int unit_copies = 0;
     for (int i = 0; i < iters; i++) {
         char desc[4096];
         uint64_t ts = rt_next(&r);
@@ -177,6 +190,9 @@ int main(void)
         int64_t count = 1 + rt_below(&tr, rt_below(&tr, 4) == 0 ? MAX_COUNT : 5);
         fails += kc_check(&ops, t, count, ts, desc, all_variants, words, &st);
         fails += kc_check_runs(&ops, t, ts, desc, &st);
+        int64_t before = st.cases;
+        fails += kc_check_copy_units(&ops, t, count, ts, desc, &st);
+        unit_copies += st.cases > before;
         gdte_type_free(&t);
     }
     /* Layout to layout in one kernel (RDMA pull between regular types): random pairs, and the
@@ -212,7 +228,11 @@ int main(void)
             if (a) gdte_type_free(&a);
             if (b) gdte_type_free(&b);
         }
-    printf("layout-to-layout copies checked: %d pairs\n", copies);
+    printf("layout-to-layout copies checked: %d pairs; same-layout units copies: %d types\n", copies, unit_copies);
+    if (!unit_copies) {
+        printf("FAIL: no units layout was copied buffer to buffer\n");
+        fails++;
+    }
     kc_print_coverage(&st);
     /* Every kernel must have run, and the strided, tiled and flat ones at each word size; flat
      * also with 64-bit indices and on ranges that start or end inside a word. */

@@ -18,7 +18,9 @@
  * opts: --protocol auto|copyinout|rdma   --mem host|device|emu   --cases N   --seed S
  *       (emu: the RDMA protocol on host shared memory instead of GPU IPC, see proto.h)
  *       --expect-protocol NAME (every nonempty rendezvous message must have used it)
- *       --expect-pulls yes|no (RDMA: some message was received by pull / none was)
+ *       --expect-pulls yes|no|same (RDMA: some message was received by pull / none was / some
+ *       pull was between identical irregular types, one kernel with the receiver's units)
+ *       --same-type (random: receive with the sender's type, rebuilt)
  *       --gpus 1|2 (device mode: both ranks on GPU 0, or rank r on GPU r)   --fork
  *       --params none (no per-message parameters: the GDTE_* knobs decide; pass --protocol too
  *       so the test knows what to expect)
@@ -40,6 +42,7 @@
 static int rank, nfail, opt_emu, opt_knobs;
 static gdte_protocol_t opt_protocol = GDTE_PROTOCOL_AUTO;
 static gdte_protocol_t opt_expect = GDTE_PROTOCOL_AUTO;
+static int opt_same_type; /* --same-type: receive with the sender's type (built anew) */
 static int opt_expect_pulls = -1; /* --expect-pulls yes|no: RDMA pulls happened (on some rank) or none did */
 static int opt_device, opt_cases = 60;
 static int opt_emu_delay = 3; /* --mem emu: GPU work reads as pending for up to this many polls */
@@ -340,8 +343,10 @@ static void gen_case(unsigned seed, int c, int from, ttype_t *st, ttype_t *rt, u
 {
     rng_t r = {seed * 1000003ull + (uint64_t)c * 2 + (uint64_t)from};
     int64_t n = sizes_dbl[rint_(&r, 0, 7)];
+    rng_t r0 = r;
     random_ttype(&r, n, st);
-    random_ttype(&r, n, rt);
+    if (opt_same_type) random_ttype(&r0, n, rt); /* the same type again, a handle of its own */
+    else random_ttype(&r, n, rt);
     *data = malloc((size_t)st->span + GUARD);
     fill(&r, *data, st->span + GUARD);
     *sp = msg_params(&r, st->size);
@@ -1036,10 +1041,20 @@ int main(int argc, char **argv)
         return tp_finalize(2);
     }
     const char *mode = argv[1];
+    /* Flags without a value first, taken out of argv. */
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--same-type")) {
+            opt_same_type = 1;
+            for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+            argc--;
+            i--;
+        }
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--protocol")) opt_protocol = parse_protocol(argv[i + 1]);
         else if (!strcmp(argv[i], "--expect-protocol")) opt_expect = parse_protocol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--expect-pulls")) opt_expect_pulls = !strcmp(argv[i + 1], "yes");
+        else if (!strcmp(argv[i], "--expect-pulls"))
+            opt_expect_pulls = !strcmp(argv[i + 1], "same") ? 2 : !strcmp(argv[i + 1], "yes");
+
         else if (!strcmp(argv[i], "--mem")) {
             opt_device = !strcmp(argv[i + 1], "device");
             opt_emu = !strcmp(argv[i + 1], "emu");
@@ -1096,9 +1111,10 @@ int main(int argc, char **argv)
         /* Which RDMA mode moved the messages: pulls are counted by the receiver. */
         gdte_proto_ctx_attr_t a = {.field_mask = GDTE_PROTO_CTX_ATTR_FIELD_STATS};
         gdte_proto_ctx_query(comm, &a);
-        int pulls = tp_sum((int)a.stats.pulls);
+        int pulls = tp_sum((int)a.stats.pulls), same = tp_sum((int)a.stats.pulls_same);
         if (rank == 0) {
-            printf("RDMA pulls (all ranks): %d\n", pulls);
+            printf("RDMA pulls (all ranks): %d, of them between identical irregular types: %d\n", pulls, same);
+            if (opt_expect_pulls == 2) CHECK(same > 0, "no pull between identical irregular types");
             if (opt_expect_pulls) CHECK(pulls > 0, "no message was pulled (GDTE_RDMA_PULL=%s)", getenv("GDTE_RDMA_PULL") ? getenv("GDTE_RDMA_PULL") : "default");
             else CHECK(pulls == 0, "%d messages were pulled with GDTE_RDMA_PULL=0", pulls);
         }
