@@ -861,39 +861,6 @@ template <int DIR> static flat_fn flat_kernel(int W, int ndims, bool narrow)
     }
 }
 
-static gdte_status_t run_flat(const gdte_layout_t *L0, gdte_dir_t dir, char *user, char *pbase, int64_t off,
-                              int64_t end, int W, hipStream_t s, int max_blocks)
-{
-    flat_args a;
-    memset(&a, 0, sizeof a);
-    a.L = *L0;
-    if (a.L.kind == GDTE_LAYOUT_KIND_CONTIG || a.L.ndims == 0) {
-        a.L.kind = GDTE_LAYOUT_KIND_STRIDED;
-        a.L.ndims = 1;
-        a.L.count[0] = 1;
-        a.L.stride[0] = a.L.blocklen;
-    }
-    a.e.user = user;
-    a.e.pbase = pbase;
-    a.user_d = user + a.L.disp;
-    split_edges(&a.e, off, end, W);
-    /* Every dividend is a word index below hi / W or a block index below it. */
-    const int64_t wpb = a.L.blocklen / W, nwords = (a.e.hi - a.e.lo) / W;
-    bool narrow = !forced_wide && a.e.hi / W <= (int64_t)UINT32_MAX && wpb <= (int64_t)UINT32_MAX;
-    gdte_fastdiv_init(&a.wpb, (uint64_t)wpb);
-    for (int d = 0; d < a.L.ndims - 1; d++) {
-        gdte_fastdiv_init(&a.cnt[d], (uint64_t)a.L.count[d]);
-        narrow = narrow && a.L.count[d] <= (int64_t)UINT32_MAX;
-    }
-    flat_fn k = dir == GDTE_DIR_PACK ? flat_kernel<GDTE_DIR_PACK>(W, a.L.ndims, narrow)
-                                     : flat_kernel<GDTE_DIR_UNPACK>(W, a.L.ndims, narrow);
-    /* A word per thread while the grid is not full (small layouts: every load issued at once,
-     * in one wave), the resident grid with FLAT_U words per round beyond that. */
-    int64_t nb = imin(resident_blocks(k, max_blocks), (nwords + NT - 1) / NT);
-    GDTE_LAUNCH(dim3((unsigned)(nb > 0 ? nb : 1)), dim3(NT), s, a, k);
-    return launch_check("flat");
-}
-
 /* A regular layout as FLAT walks it: CONTIG as one block of one dimension, the divisions
  * prepared for words of W bytes. Returns whether 32-bit index arithmetic covers words < hi/W. */
 static bool flat_prepare(flat_args *a, const gdte_layout_t *L0, char *user, int W, int64_t hi)
@@ -914,6 +881,26 @@ static bool flat_prepare(flat_args *a, const gdte_layout_t *L0, char *user, int 
         narrow = narrow && a->L.count[d] <= (int64_t)UINT32_MAX;
     }
     return narrow;
+}
+
+static gdte_status_t run_flat(const gdte_layout_t *L0, gdte_dir_t dir, char *user, char *pbase, int64_t off,
+                              int64_t end, int W, hipStream_t s, int max_blocks)
+{
+    flat_args a;
+    memset(&a, 0, sizeof a);
+    a.e.user = user;
+    a.e.pbase = pbase;
+    split_edges(&a.e, off, end, W);
+    /* Every dividend is a word index below hi / W or a block index below it. */
+    const bool narrow = flat_prepare(&a, L0, user, W, a.e.hi);
+    const int64_t nwords = (a.e.hi - a.e.lo) / W;
+    flat_fn k = dir == GDTE_DIR_PACK ? flat_kernel<GDTE_DIR_PACK>(W, a.L.ndims, narrow)
+                                     : flat_kernel<GDTE_DIR_UNPACK>(W, a.L.ndims, narrow);
+    /* A word per thread while the grid is not full (small layouts: every load issued at once,
+     * in one wave), the resident grid with FLAT_U words per round beyond that. */
+    int64_t nb = imin(resident_blocks(k, max_blocks), (nwords + NT - 1) / NT);
+    GDTE_LAUNCH(dim3((unsigned)(nb > 0 ? nb : 1)), dim3(NT), s, a, k);
+    return launch_check("flat");
 }
 
 typedef void (*copy_fn)(const copy_args);

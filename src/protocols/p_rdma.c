@@ -388,6 +388,40 @@ static gdte_status_t fall_back(struct gdte_msg_req *req, gdte_status_t why)
 }
 
 
+/* Map the peer's allocation named by `h` into *ref unless it is mapped already. 0: the caller
+ * returns *ret: GDTE_INPROGRESS (every mapping entry in use: retried later) or, when the runtime
+ * refused, the status of this message's fall back to copy-in/out. */
+static int map_peer(struct gdte_msg_req *req, const gdte_gpu_ipc_handle_t *h, gdte_ipc_map_t **ref, gdte_status_t *ret)
+{
+    if (*ref) return 1;
+    gdte_status_t st = ipc_acquire(req->ctx, &req->ctx->peers[req->peer], h, ref);
+    if (st == GDTE_OK) return 1;
+    *ref = NULL;
+    *ret = st == GDTE_INPROGRESS ? st : fall_back(req, st);
+    return 0;
+}
+
+/* Local device staging for the receiver's fragment slots: as many slots as staging allows now
+ * (at least one, else GDTE_INPROGRESS), the rest given up. */
+static gdte_status_t take_local_slots(struct gdte_msg_req *req)
+{
+    struct gdte_comm *ctx = req->ctx;
+    int got = 0;
+    for (int i = 0; i < req->nslots; i++) {
+        gdte_slot_t *s = &req->slots[i];
+        if (!s->dev) {
+            gdte_status_t st = gdte_rdma_alloc(ctx, GDTE_STG_RECV, req->frag, 0, &s->dev);
+            if (st == GDTE_INPROGRESS) break;
+            if (st != GDTE_OK) return st;
+        }
+        got++;
+    }
+    if (got == 0) return GDTE_INPROGRESS;
+    for (int i = got; i < req->nslots; i++) gdte_stg_put(&ctx->pool, req->slots[i].dev), req->slots[i].dev = NULL;
+    req->nslots = got;
+    return GDTE_OK;
+}
+
 /* ---- receiver: pull ------------------------------------------------------------------------- */
 #define PULL_FRAG_MIN (256 << 10)
 #define PULL_FRAG_MAX (16 << 20)
@@ -580,24 +614,11 @@ static gdte_status_t pull_start(struct gdte_msg_req *req)
     const gdte_wire_rts_t *rts = &req->rts;
     const gdte_wire_layout_t *w = &rts->lay;
     gdte_status_t st;
-    if (!req->ipc_ref) {
-        st = ipc_acquire(ctx, p, &rts->buf_h, &req->ipc_ref);
-        if (st == GDTE_INPROGRESS) return st;
-        if (st != GDTE_OK) {
-            req->ipc_ref = NULL;
-            return fall_back(req, st);
-        }
-        req->peer_mem = (char *)req->ipc_ref->base + rts->buf_off;
-    }
+    if (!map_peer(req, &rts->buf_h, &req->ipc_ref, &st)) return st;
+    req->peer_mem = (char *)req->ipc_ref->base + rts->buf_off;
     req->pull_same = pull_same_units(req);
-    if (w->kind == GDTE_LAYOUT_KIND_UNITS && !req->pull_same && !req->units_ref) {
-        st = ipc_acquire(ctx, p, &w->units_h, &req->units_ref);
-        if (st == GDTE_INPROGRESS) return st;
-        if (st != GDTE_OK) {
-            req->units_ref = NULL;
-            return fall_back(req, st);
-        }
-    }
+    if (w->kind == GDTE_LAYOUT_KIND_UNITS && !req->pull_same && !map_peer(req, &w->units_h, &req->units_ref, &st))
+        return st;
     ipc_ok(p);
     gdte_layout_t Ls;
     pull_layout(w, req->units_ref, &Ls);
@@ -618,22 +639,7 @@ static gdte_status_t pull_start(struct gdte_msg_req *req)
         if (depth > req->nfrags) depth = (int)req->nfrags;
         if ((st = gdte_proto_slots_alloc(req, depth)) != GDTE_OK) return st;
     }
-    if (staged) {
-        /* As many slots as staging allows now (at least one), the rest given up. */
-        int got = 0;
-        for (int i = 0; i < req->nslots; i++) {
-            gdte_slot_t *s = &req->slots[i];
-            if (!s->dev) {
-                st = gdte_rdma_alloc(ctx, GDTE_STG_RECV, req->frag, 0, &s->dev);
-                if (st == GDTE_INPROGRESS) break;
-                if (st != GDTE_OK) return st;
-            }
-            got++;
-        }
-        if (got == 0) return GDTE_INPROGRESS;
-        for (int i = got; i < req->nslots; i++) gdte_stg_put(&ctx->pool, req->slots[i].dev), req->slots[i].dev = NULL;
-        req->nslots = got;
-    }
+    if (staged && (st = take_local_slots(req)) != GDTE_OK) return st;
     req->rdma_mode = GDTE_CTS_SRC_DIRECT;
     ctx->stats.pulls++;
     ctx->stats.pulls_same += req->pull_same;
@@ -656,12 +662,7 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
     if (rts->flags & GDTE_RTS_BUF_HANDLE) {
         /* Contiguous sender: read its buffer directly, one operation for the whole message. */
         if (!req->ipc_ref) {
-            st = ipc_acquire(ctx, p, &rts->buf_h, &req->ipc_ref);
-            if (st == GDTE_INPROGRESS) return st;
-            if (st != GDTE_OK) {
-                req->ipc_ref = NULL;
-                return fall_back(req, st);
-            }
+            if (!map_peer(req, &rts->buf_h, &req->ipc_ref, &st)) return st;
             ipc_ok(p);
             req->peer_mem = (char *)req->ipc_ref->base + rts->buf_off;
         }
@@ -704,19 +705,8 @@ static gdte_status_t rdma_recv_start(struct gdte_msg_req *req)
     }
     int got = req->nslots;
     if (local_copy(req)) {
-        got = 0;
-        for (int i = 0; i < req->nslots; i++) {
-            gdte_slot_t *s = &req->slots[i];
-            if (!s->dev) {
-                st = gdte_rdma_alloc(ctx, GDTE_STG_RECV, req->frag, 0, &s->dev);
-                if (st == GDTE_INPROGRESS) break;
-                if (st != GDTE_OK) return st;
-            }
-            got++;
-        }
-        if (got == 0) return GDTE_INPROGRESS;
-        for (int i = got; i < req->nslots; i++) gdte_stg_put(&ctx->pool, req->slots[i].dev), req->slots[i].dev = NULL;
-        req->nslots = got;
+        if ((st = take_local_slots(req)) != GDTE_OK) return st;
+        got = req->nslots;
     }
     req->credits = got;
     return gdte_proto_send_cts(req, got, 0, 0, NULL);

@@ -335,24 +335,27 @@ static int span_of(gdte_type_h type, int64_t count, int64_t *lo_off, size_t *byt
     return 1;
 }
 
-int kc_check_copy(const kc_ops_t *ops, gdte_type_h ts, int64_t cs, gdte_type_h td, int64_t cd, uint64_t seed,
-                  const char *desc, kc_stats_t *stats)
-{
-    gdte_layout_t Ls, Ld;
-    int64_t slo, dlo;
+/* Buffer-to-buffer copies of stream ranges, against the host executor (pack with Ls, unpack with
+ * Ld): the whole stream, then random pieces that may cut words; poisoned destination and guards;
+ * aligned and misaligned buffers. `units`: gdte_gpu_exec_copy_units over Ld_dev (Ls == Ld, one
+ * UNITS layout), else gdte_gpu_exec_copy. Overlapping destinations are skipped. */
+typedef struct copy_job {
+    const gdte_layout_t *Ls, *Ld, *Ld_dev;
+    int64_t slo, dlo, n;
     size_t sbytes, dbytes;
-    if (gdte_engine_layout(ts, cs, &Ls) != GDTE_OK || gdte_engine_layout(td, cd, &Ld) != GDTE_OK ||
-        !span_of(ts, cs, &slo, &sbytes) || !span_of(td, cd, &dlo, &dbytes))
-        return 0;
-    int regular = (Ls.kind == GDTE_LAYOUT_KIND_CONTIG || Ls.kind == GDTE_LAYOUT_KIND_STRIDED) &&
-                  (Ld.kind == GDTE_LAYOUT_KIND_CONTIG || Ld.kind == GDTE_LAYOUT_KIND_STRIDED);
-    const int64_t n = Ls.total < Ld.total ? Ls.total : Ld.total;
-    if (!regular || n == 0) return 0;
-    ctx_t c = {ops, desc, seed, cs, GDTE_KVAR_COPY, 0, 0, 0, stats, 0};
-    rt_rng_t r = {seed ^ 0xc0b1};
-    unsigned char *sh = malloc(sbytes), *dpo = malloc(dbytes), *dexp = malloc(dbytes), *dget = malloc(dbytes);
-    unsigned char *cov = calloc(1, dbytes), *tmp = malloc((size_t)n), *ones = malloc((size_t)n);
-    unsigned char *sd = ops->alloc(sbytes + SLOT), *dd = ops->alloc(dbytes + SLOT);
+    int units;
+} copy_job_t;
+
+static int copy_cases(const kc_ops_t *ops, const copy_job_t *j, int64_t count, uint64_t seed, const char *desc,
+                      kc_stats_t *stats)
+{
+    const int64_t n = j->n;
+    ctx_t c = {ops, desc, seed, count, GDTE_KVAR_COPY, 0, 0, 0, stats, 0};
+    rt_rng_t r = {seed ^ (j->units ? 0xc0b2 : 0xc0b1)};
+    unsigned char *sh = malloc(j->sbytes), *dpo = malloc(j->dbytes), *dexp = malloc(j->dbytes);
+    unsigned char *dget = malloc(j->dbytes), *cov = calloc(1, j->dbytes), *tmp = malloc((size_t)n);
+    unsigned char *ones = malloc((size_t)n);
+    unsigned char *sd = ops->alloc(j->sbytes + SLOT), *dd = ops->alloc(j->dbytes + SLOT);
     if (!sh || !dpo || !dexp || !dget || !cov || !tmp || !ones || !sd || !dd) {
         fprintf(stderr, "FAIL: out of memory for copy %s\n", desc);
         c.failed = 1;
@@ -360,37 +363,39 @@ int kc_check_copy(const kc_ops_t *ops, gdte_type_h ts, int64_t cs, gdte_type_h t
     }
     /* An overlapping destination makes the order of writes matter: not a copy's business. */
     memset(ones, 0xff, (size_t)n);
-    gdte_host_exec(&Ld, GDTE_DIR_UNPACK, (char *)cov + GUARD - dlo, ones, 0, n);
+    gdte_host_exec(j->Ld, GDTE_DIR_UNPACK, (char *)cov + GUARD - j->dlo, ones, 0, n);
     int64_t covered = 0;
-    for (size_t i = 0; i < dbytes; i++) covered += cov[i] != 0;
+    for (size_t i = 0; i < j->dbytes; i++) covered += cov[i] != 0;
     if (covered < n) goto out;
-    fill_random(&r, sh, sbytes);
+    fill_random(&r, sh, j->sbytes);
     for (int k = 0; k < 6 && !c.failed; k++) {
-        /* whole stream first, then pieces that may cut words; half aligned, half not */
         int64_t off = 0, len = n;
         if (k > 0) {
             off = (int64_t)rt_below(&r, (uint64_t)n);
             len = 1 + (int64_t)rt_below(&r, (uint64_t)(n - off));
         }
-        int64_t ms = rt_below(&r, 2) ? 0 : rt_below(&r, 17), md = rt_below(&r, 2) ? 0 : rt_below(&r, 17);
-        fill_random(&r, dpo, dbytes);
-        memcpy(dexp, dpo, dbytes);
-        gdte_host_exec(&Ls, GDTE_DIR_PACK, (char *)sh + GUARD - slo, tmp, off, len);
-        gdte_host_exec(&Ld, GDTE_DIR_UNPACK, (char *)dexp + GUARD - dlo, tmp, off, len);
-        ops->to_dev(sd + ms, sh, sbytes);
-        ops->to_dev(dd + md, dpo, dbytes);
+        /* the unit copy's word follows the buffers' difference: congruent half the time */
+        int64_t ms = rt_below(&r, 2) ? 0 : rt_below(&r, 17), md = rt_below(&r, 2) ? ms : rt_below(&r, 17);
+        fill_random(&r, dpo, j->dbytes);
+        memcpy(dexp, dpo, j->dbytes);
+        gdte_host_exec(j->Ls, GDTE_DIR_PACK, (char *)sh + GUARD - j->slo, tmp, off, len);
+        gdte_host_exec(j->Ld, GDTE_DIR_UNPACK, (char *)dexp + GUARD - j->dlo, tmp, off, len);
+        ops->to_dev(sd + ms, sh, j->sbytes);
+        ops->to_dev(dd + md, dpo, j->dbytes);
         stats->cases++;
-        gdte_status_t st = ops->copy(&Ls, (char *)sd + ms + GUARD - slo, &Ld, (char *)dd + md + GUARD - dlo, off, len);
+        char *src = (char *)sd + ms + GUARD - j->slo, *dst = (char *)dd + md + GUARD - j->dlo;
+        gdte_status_t st = j->units ? ops->copy_units(j->Ld_dev, src, dst, off, len)
+                                    : ops->copy(j->Ls, src, j->Ld, dst, off, len);
         if (st != GDTE_OK) {
-            fprintf(stderr, "FAIL seed=0x%llx copy [%lld,+%lld): %s\n  types: %s\n", (unsigned long long)seed,
-                    (long long)off, (long long)len, gdte_status_name(st), desc);
+            fprintf(stderr, "FAIL seed=0x%llx %s [%lld,+%lld): %s\n  types: %s\n", (unsigned long long)seed,
+                    j->units ? "copy_units" : "copy", (long long)off, (long long)len, gdte_status_name(st), desc);
             c.failed = 1;
             break;
         }
         note_run(&c, off, len);
         stats->bytes += len;
-        ops->to_host(dget, dd + md, dbytes);
-        if (report(&c, "copy", off, len, dget, dexp, dbytes, -GUARD + dlo)) break;
+        ops->to_host(dget, dd + md, j->dbytes);
+        if (report(&c, j->units ? "copy_units" : "copy", off, len, dget, dexp, j->dbytes, -GUARD + j->dlo)) break;
     }
 out:
     if (sd) ops->release(sd);
@@ -406,71 +411,33 @@ out:
     return c.failed ? 1 : 0;
 }
 
+int kc_check_copy(const kc_ops_t *ops, gdte_type_h ts, int64_t cs, gdte_type_h td, int64_t cd, uint64_t seed,
+                  const char *desc, kc_stats_t *stats)
+{
+    gdte_layout_t Ls, Ld;
+    copy_job_t j = {&Ls, &Ld, &Ld, 0, 0, 0, 0, 0, 0};
+    if (gdte_engine_layout(ts, cs, &Ls) != GDTE_OK || gdte_engine_layout(td, cd, &Ld) != GDTE_OK ||
+        !span_of(ts, cs, &j.slo, &j.sbytes) || !span_of(td, cd, &j.dlo, &j.dbytes))
+        return 0;
+    int regular = (Ls.kind == GDTE_LAYOUT_KIND_CONTIG || Ls.kind == GDTE_LAYOUT_KIND_STRIDED) &&
+                  (Ld.kind == GDTE_LAYOUT_KIND_CONTIG || Ld.kind == GDTE_LAYOUT_KIND_STRIDED);
+    j.n = Ls.total < Ld.total ? Ls.total : Ld.total;
+    if (!regular || j.n == 0) return 0;
+    return copy_cases(ops, &j, cs, seed, desc, stats);
+}
+
 int kc_check_copy_units(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed, const char *desc,
                         kc_stats_t *stats)
 {
-    gdte_layout_t L, Ld;
-    int64_t lo;
-    size_t bytes;
+    gdte_layout_t L, Ldev;
+    copy_job_t j = {&L, &L, &Ldev, 0, 0, 0, 0, 0, 1};
     if (gdte_engine_layout(type, count, &L) != GDTE_OK || L.kind != GDTE_LAYOUT_KIND_UNITS || L.total == 0 ||
-        !span_of(type, count, &lo, &bytes))
+        !span_of(type, count, &j.slo, &j.sbytes))
         return 0;
-    const int64_t n = L.total;
-    ctx_t c = {ops, desc, seed, count, GDTE_KVAR_COPY, 0, 0, 0, stats, 0};
-    rt_rng_t r = {seed ^ 0xc0b2};
-    unsigned char *sh = malloc(bytes), *dpo = malloc(bytes), *dexp = malloc(bytes), *dget = malloc(bytes);
-    unsigned char *cov = calloc(1, bytes), *tmp = malloc((size_t)n), *ones = malloc((size_t)n);
-    unsigned char *sd = ops->alloc(bytes + SLOT), *dd = ops->alloc(bytes + SLOT);
-    if (!sh || !dpo || !dexp || !dget || !cov || !tmp || !ones || !sd || !dd) {
-        fprintf(stderr, "FAIL: out of memory for copy_units %s\n", desc);
-        c.failed = 1;
-        goto out;
-    }
-    memset(ones, 0xff, (size_t)n);
-    gdte_host_exec(&L, GDTE_DIR_UNPACK, (char *)cov + GUARD - lo, ones, 0, n);
-    int64_t covered = 0;
-    for (size_t i = 0; i < bytes; i++) covered += cov[i] != 0;
-    if (covered < n) goto out;
-    Ld = L;
-    Ld.units = ops->units(type, &L);
-    fill_random(&r, sh, bytes);
-    for (int k = 0; k < 5 && !c.failed; k++) {
-        int64_t off = 0, len = n;
-        if (k > 0) {
-            off = (int64_t)rt_below(&r, (uint64_t)n);
-            len = 1 + (int64_t)rt_below(&r, (uint64_t)(n - off));
-        }
-        /* the two buffers congruent modulo 16 or not (the word width follows their difference) */
-        int64_t ms = rt_below(&r, 2) ? 0 : rt_below(&r, 17), md = rt_below(&r, 2) ? ms : rt_below(&r, 17);
-        fill_random(&r, dpo, bytes);
-        memcpy(dexp, dpo, bytes);
-        gdte_host_exec(&L, GDTE_DIR_PACK, (char *)sh + GUARD - lo, tmp, off, len);
-        gdte_host_exec(&L, GDTE_DIR_UNPACK, (char *)dexp + GUARD - lo, tmp, off, len);
-        ops->to_dev(sd + ms, sh, bytes);
-        ops->to_dev(dd + md, dpo, bytes);
-        stats->cases++;
-        gdte_status_t st = ops->copy_units(&Ld, (char *)sd + ms + GUARD - lo, (char *)dd + md + GUARD - lo, off, len);
-        if (st != GDTE_OK) {
-            fprintf(stderr, "FAIL seed=0x%llx copy_units [%lld,+%lld): %s\n  type: %s\n", (unsigned long long)seed,
-                    (long long)off, (long long)len, gdte_status_name(st), desc);
-            c.failed = 1;
-            break;
-        }
-        note_run(&c, off, len);
-        stats->bytes += len;
-        ops->to_host(dget, dd + md, bytes);
-        if (report(&c, "copy_units", off, len, dget, dexp, bytes, -GUARD + lo)) break;
-    }
-out:
-    if (sd) ops->release(sd);
-    if (dd) ops->release(dd);
-    free(sh);
-    free(dpo);
-    free(dexp);
-    free(dget);
-    free(cov);
-    free(tmp);
-    free(ones);
-    if (c.failed) stats->failures++;
-    return c.failed ? 1 : 0;
+    j.dlo = j.slo;
+    j.dbytes = j.sbytes;
+    j.n = L.total;
+    Ldev = L;
+    Ldev.units = ops->units(type, &L);
+    return copy_cases(ops, &j, count, seed, desc, stats);
 }
