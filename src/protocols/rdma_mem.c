@@ -8,7 +8,9 @@
  * between two processes; it says nothing about GPUs themselves.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +63,17 @@ void *gdte_proto_test_shm_alloc(size_t size)
 {
     emu_seg_t *s = seg_free_slot();
     if (!s || size == 0) return NULL;
-    snprintf(s->name, sizeof s->name, "/gdte-emu-%d-%u", (int)getpid(), emu_counter++);
-    int fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    /* Names carry a per-process nonce besides the pid: a segment left behind by a killed process
+     * (the kill tests' victims exit without cleaning up) must not collide with a later process
+     * that gets the same pid. An existing name is skipped, not reused. */
+    static unsigned nonce;
+    if (!nonce) nonce = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16) ^ (unsigned)(uintptr_t)&nonce;
+    int fd = -1;
+    for (int tries = 0; tries < 64 && fd < 0; tries++) {
+        snprintf(s->name, sizeof s->name, "/gdte-emu-%d-%x-%u", (int)getpid(), nonce, emu_counter++);
+        fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) return NULL;
     if (ftruncate(fd, (off_t)size) != 0) {
         close(fd);

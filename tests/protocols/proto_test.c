@@ -222,7 +222,11 @@ static void buf_alloc(buf_t *b, int64_t span)
     b->bytes = span + GUARD;
     /* Emulated RDMA: the "device" buffer is a shared-memory segment the peer can map. */
     b->host = opt_emu ? gdte_proto_test_shm_alloc((size_t)b->bytes) : malloc((size_t)b->bytes);
-    if (!b->host) tp_abort(2);
+    if (!b->host) {
+        fprintf(stderr, "[rank %d] no %s buffer of %lld bytes\n", rank, opt_emu ? "shared-memory" : "host",
+                (long long)b->bytes);
+        tp_abort(2);
+    }
     b->user = b->host;
     if (opt_device) OK(gdte_gpu_malloc(&b->user, (size_t)b->bytes));
 }
@@ -248,7 +252,10 @@ static void *dmalloc(size_t n)
     if (n == 0) n = 8;
     if (opt_device) OK(gdte_gpu_malloc(&p, n));
     else p = opt_emu ? gdte_proto_test_shm_alloc(n) : malloc(n);
-    if (!p) tp_abort(2);
+    if (!p) {
+        fprintf(stderr, "[rank %d] no buffer of %zu bytes\n", rank, n);
+        tp_abort(2);
+    }
     return p;
 }
 static void dfree(void *p)
