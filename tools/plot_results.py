@@ -68,24 +68,46 @@ def plot_pack(path):
 
 
 def plot_pingpong(path):
+    """Per GPU count, the default settings (frag 0, depth 4): ratio to the contiguous message of
+    the same bytes, bars per message (layout, size) and protocol; the first row of a (gpus,
+    layout, bytes, protocol) key wins (the pull run comes before the ring run)."""
     data = rows(path)
     if not data:
         return
     device = data[0].get("device", "?")
-    groups = defaultdict(list)
+    keep = {}
     for r in data:
-        groups[(r.get("gpus", ""), r["layout"], r["protocol"], r.get("depth", ""))].append(r)
-    fig, ax = plt.subplots(figsize=(10, 6))
-    for (gpus, lay, proto, depth), rr in sorted(groups.items()):
-        rr = sorted(rr, key=lambda r: fnum(r["frag_size"]))
-        ax.plot([fnum(r["frag_size"]) for r in rr], [fnum(r["gbps"]) for r in rr], marker="o",
-                label=f"{lay} {proto} gpus={gpus} depth={depth}")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("fragment size (bytes)")
-    ax.set_ylabel("GB/s")
-    ax.set_title(f"ping-pong on {device}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6)
+        if r["layout"] in ("contig", "rawcopy") or r["protocol"] == "model_bound":
+            continue
+        if fnum(r["frag_size"]) != 0 or r["depth"] not in ("4",):
+            continue
+        key = (r.get("gpus", ""), r["layout"], int(fnum(r["bytes"])), r["protocol"])
+        keep.setdefault(key, r)
+    gpus_list = sorted({k[0] for k in keep})
+    if not gpus_list:
+        return
+    fig, axes = plt.subplots(1, len(gpus_list), figsize=(7 * len(gpus_list), 5.5), squeeze=False)
+    protos = sorted({k[3] for k in keep})
+    for ax, g in zip(axes[0], gpus_list):
+        msgs = sorted({(k[1], k[2]) for k in keep if k[0] == g})
+        width = 0.8 / max(len(protos), 1)
+        for i, pr in enumerate(protos):
+            xs, ys = [], []
+            for j, (lay, nb) in enumerate(msgs):
+                r = keep.get((g, lay, nb, pr))
+                if r:
+                    xs.append(j + i * width)
+                    ys.append(min(fnum(r["ratio_to_contig"]), 2.0))
+            ax.bar(xs, ys, width=width, label=pr)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(msgs))])
+        ax.set_xticklabels([f"{lay}\n{nb >> 20} MiB" for lay, nb in msgs], fontsize=8)
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.axhline(0.9, color="gray", lw=0.6, ls="--")
+        ax.set_ylabel("time of a contiguous message / time of this one (capped at 2)")
+        ax.set_title(f"{g} GPU(s): default fragment size, depth 4")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"ping-pong on {device}: non-contiguous vs contiguous through gdte (rdma: ring or shortcut)")
     fig.tight_layout()
     fig.savefig(path[:-4] + ".png", dpi=110)
     plt.close(fig)
