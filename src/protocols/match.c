@@ -513,10 +513,8 @@ ucs_status_t gdte_proto_cts_handler(void *arg, const void *header, size_t header
     (void)data;
     (void)length;
     (void)param;
-    if (header_length != sizeof(gdte_wire_cts_t)) return UCS_OK;
-    /* UCX may hand headers at any alignment: read them through a copy. */
     gdte_wire_cts_t cts_copy;
-    memcpy(&cts_copy, header, sizeof cts_copy);
+    if (!gdte_proto_header(&cts_copy, sizeof cts_copy, header, header_length)) return UCS_OK;
     const gdte_wire_cts_t *cts = &cts_copy;
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, cts->sreq);
     if (!req || !req->is_send || req->state != GDTE_REQ_WAIT_CTS) return UCS_OK;
@@ -533,9 +531,8 @@ ucs_status_t gdte_proto_fin_handler(void *arg, const void *header, size_t header
     (void)data;
     (void)length;
     (void)param;
-    if (header_length != sizeof(gdte_wire_fin_t)) return UCS_OK;
     gdte_wire_fin_t fin_copy;
-    memcpy(&fin_copy, header, sizeof fin_copy);
+    if (!gdte_proto_header(&fin_copy, sizeof fin_copy, header, header_length)) return UCS_OK;
     const gdte_wire_fin_t *fin = &fin_copy;
     if (fin->req == 0) {
         /* A sender gave up before our CTS reached it: drop its handshake, or end the

@@ -207,9 +207,8 @@ ucs_status_t gdte_proto_frag_handler(void *arg, const void *header, size_t heade
                                      size_t length, const ucp_am_recv_param_t *param)
 {
     struct gdte_comm *ctx = arg;
-    if (header_length != sizeof(gdte_wire_frag_t)) return UCS_OK;
-    gdte_wire_frag_t h_copy; /* headers may come unaligned */
-    memcpy(&h_copy, header, sizeof h_copy);
+    gdte_wire_frag_t h_copy;
+    if (!gdte_proto_header(&h_copy, sizeof h_copy, header, header_length)) return UCS_OK;
     const gdte_wire_frag_t *h = &h_copy;
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, h->rreq);
     /* A fragment for a request that ended (aborted): returning OK drops it, and UCX completes
@@ -372,20 +371,26 @@ static int recv_progress(struct gdte_msg_req *req)
 }
 
 /* ================================ sender =================================================== */
-static gdte_status_t cio_send_start(struct gdte_msg_req *req, const gdte_wire_cts_t *cts)
+gdte_status_t gdte_proto_send_frags(struct gdte_msg_req *req, const gdte_wire_cts_t *cts, int64_t max_frag)
 {
     req->frag = cts->frag;
     req->credits = cts->credits;
+    if (req->frag <= 0 || (max_frag > 0 && req->frag > max_frag) || req->credits <= 0 || req->len > req->size)
+        return GDTE_ERR_INTERNAL;
+    req->nfrags = (req->len + req->frag - 1) / req->frag;
+    int depth = req->want_depth;
+    if (depth > req->nfrags) depth = (int)req->nfrags;
+    return gdte_proto_slots_alloc(req, depth);
+}
+
+static gdte_status_t cio_send_start(struct gdte_msg_req *req, const gdte_wire_cts_t *cts)
+{
     if (req->len == 0) {
         req->nfrags = 0;
         gdte_proto_finish(req);
         return GDTE_OK;
     }
-    if (req->frag <= 0 || req->credits <= 0 || req->len > req->size) return GDTE_ERR_INTERNAL;
-    req->nfrags = (req->len + req->frag - 1) / req->frag;
-    int depth = req->want_depth;
-    if (depth > req->nfrags) depth = (int)req->nfrags;
-    return gdte_proto_slots_alloc(req, depth);
+    return gdte_proto_send_frags(req, cts, 0);
 }
 
 ucs_status_t gdte_proto_ack_handler(void *arg, const void *header, size_t header_length, void *data,
@@ -395,9 +400,8 @@ ucs_status_t gdte_proto_ack_handler(void *arg, const void *header, size_t header
     (void)data;
     (void)length;
     (void)param;
-    if (header_length != sizeof(gdte_wire_ack_t)) return UCS_OK;
     gdte_wire_ack_t a_copy;
-    memcpy(&a_copy, header, sizeof a_copy);
+    if (!gdte_proto_header(&a_copy, sizeof a_copy, header, header_length)) return UCS_OK;
     const gdte_wire_ack_t *a = &a_copy;
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, a->sreq);
     if (!req || !req->is_send || req->proto != &gdte_proto_copyinout_ops || req->peer != a->src) return UCS_OK;

@@ -273,6 +273,9 @@ static void offer_layout(struct gdte_msg_req *req, gdte_wire_rts_t *rts)
         release_units(req);
         return;
     }
+    /* Exported per message, not cached: the handle names the allocation, and an application
+     * that frees and reallocates at the same address gets a new one that a cache keyed by
+     * address would not see. The receiver's side is cached (one mapping per allocation). */
     if (gdte_rdma_export((const char *)req->buf + L->disp, &rts->buf_h, &rts->buf_off) != GDTE_OK) {
         release_units(req);
         return;
@@ -747,9 +750,8 @@ ucs_status_t gdte_proto_ready_handler(void *arg, const void *header, size_t head
     (void)data;
     (void)length;
     (void)param;
-    if (header_length != sizeof(gdte_wire_ready_t)) return UCS_OK;
-    gdte_wire_ready_t h_copy; /* headers may come unaligned */
-    memcpy(&h_copy, header, sizeof h_copy);
+    gdte_wire_ready_t h_copy;
+    if (!gdte_proto_header(&h_copy, sizeof h_copy, header, header_length)) return UCS_OK;
     const gdte_wire_ready_t *h = &h_copy;
     struct gdte_msg_req *req = gdte_proto_req_lookup(ctx, h->req);
     if (!req || req->is_send || req->proto != &gdte_proto_rdma_ops || req->state != GDTE_REQ_ACTIVE ||
@@ -777,32 +779,36 @@ static gdte_status_t send_done(struct gdte_msg_req *req, int ring_slot)
     return gdte_proto_ctrl_send(req->ctx, req->peer, GDTE_AM_DONE, &d, sizeof d);
 }
 
+/* A one-sided transfer (pull, the contiguous shortcuts) whose GPU work is queued: once it is done,
+ * tell the peer (its buffer is free, or ours is filled) and finish. */
+static int one_sided_progress(struct gdte_msg_req *req)
+{
+    gdte_status_t q = gdte_rdma_query(&req->ev);
+    if (q == GDTE_INPROGRESS) return 0;
+    req->ev_pending = 0;
+    req->outstanding--;
+    if (q != GDTE_OK) {
+        gdte_proto_fail(req, q, 1);
+        return 1;
+    }
+    if (req->state != GDTE_REQ_ACTIVE) return 1;
+    gdte_wire_fin_t fin = {.src = req->ctx->rank, .status = GDTE_OK, .req = req->peer_req, .bytes = req->len};
+    gdte_status_t st = gdte_proto_ctrl_send(req->ctx, req->peer, GDTE_AM_FIN, &fin, sizeof fin);
+    if (st != GDTE_OK) {
+        gdte_proto_fail(req, st, 0);
+        return 1;
+    }
+    if (!req->is_send) req->info.bytes = req->len;
+    gdte_proto_finish(req);
+    return 1;
+}
+
 static int recv_progress(struct gdte_msg_req *req)
 {
     struct gdte_comm *ctx = req->ctx;
     gdte_status_t st = GDTE_OK;
     int n = 0;
-    if (req->ev_pending) {
-        gdte_status_t q = gdte_rdma_query(&req->ev);
-        if (q == GDTE_INPROGRESS) return 0;
-        req->ev_pending = 0;
-        req->outstanding--;
-        if (q != GDTE_OK) {
-            gdte_proto_fail(req, q, 1);
-            return 1;
-        }
-        if (req->state == GDTE_REQ_ACTIVE) {
-            /* Contiguous sender: its buffer is free again. */
-            gdte_wire_fin_t fin = {.src = ctx->rank, .status = GDTE_OK, .req = req->peer_req, .bytes = req->len};
-            if ((st = gdte_proto_ctrl_send(ctx, req->peer, GDTE_AM_FIN, &fin, sizeof fin)) != GDTE_OK) {
-                gdte_proto_fail(req, st, 0);
-                return 1;
-            }
-            req->info.bytes = req->len;
-            gdte_proto_finish(req);
-        }
-        return 1;
-    }
+    if (req->ev_pending) return one_sided_progress(req);
     gdte_peer_t *p = &ctx->peers[req->peer];
     int active = req->state == GDTE_REQ_ACTIVE;
     /* Announced fragments into free local slots, oldest first. Aborted: hand the ring slots
@@ -967,13 +973,7 @@ static gdte_status_t rdma_send_start(struct gdte_msg_req *req, const gdte_wire_c
         return st;
     }
     if (!p->ring) return GDTE_ERR_INTERNAL;
-    req->frag = cts->frag;
-    req->credits = cts->credits;
-    if (req->frag <= 0 || req->frag > p->ring->slot_bytes || req->credits <= 0) return GDTE_ERR_INTERNAL;
-    req->nfrags = (req->len + req->frag - 1) / req->frag;
-    int depth = req->want_depth;
-    if (depth > req->nfrags) depth = (int)req->nfrags;
-    return gdte_proto_slots_alloc(req, depth);
+    return gdte_proto_send_frags(req, cts, p->ring->slot_bytes);
 }
 
 ucs_status_t gdte_proto_done_handler(void *arg, const void *header, size_t header_length, void *data,
@@ -983,9 +983,8 @@ ucs_status_t gdte_proto_done_handler(void *arg, const void *header, size_t heade
     (void)data;
     (void)length;
     (void)param;
-    if (header_length != sizeof(gdte_wire_ready_t)) return UCS_OK;
-    gdte_wire_ready_t h_copy; /* headers may come unaligned */
-    memcpy(&h_copy, header, sizeof h_copy);
+    gdte_wire_ready_t h_copy;
+    if (!gdte_proto_header(&h_copy, sizeof h_copy, header, header_length)) return UCS_OK;
     const gdte_wire_ready_t *h = &h_copy;
     if (h->src < 0 || h->src >= ctx->size) return UCS_OK;
     gdte_ring_t *ring = ctx->peers[h->src].ring;
@@ -1032,26 +1031,7 @@ static int send_progress(struct gdte_msg_req *req)
         if (st != GDTE_OK) gdte_proto_fail(req, st, 1);
         return 1;
     }
-    if (req->ev_pending) {
-        gdte_status_t q = gdte_rdma_query(&req->ev);
-        if (q == GDTE_INPROGRESS) return 0;
-        req->ev_pending = 0;
-        req->outstanding--;
-        if (q != GDTE_OK) {
-            gdte_proto_fail(req, q, 1);
-            return 1;
-        }
-        if (req->state == GDTE_REQ_ACTIVE) {
-            /* Packed into the receiver's buffer: tell it. */
-            gdte_wire_fin_t fin = {.src = ctx->rank, .status = GDTE_OK, .req = req->peer_req, .bytes = req->len};
-            if ((st = gdte_proto_ctrl_send(ctx, req->peer, GDTE_AM_FIN, &fin, sizeof fin)) != GDTE_OK) {
-                gdte_proto_fail(req, st, 0);
-                return 1;
-            }
-            gdte_proto_finish(req);
-        }
-        return 1;
-    }
+    if (req->ev_pending) return one_sided_progress(req);
     for (int i = 0; i < req->nslots && st == GDTE_OK; i++) {
         gdte_slot_t *s = &req->slots[i];
         if (s->state != GDTE_SLOT_PACKING) continue;

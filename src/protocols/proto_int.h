@@ -5,6 +5,7 @@
 #ifndef GDTE_PROTO_INT_H
 #define GDTE_PROTO_INT_H
 
+#include <string.h>
 #include <ucp/api/ucp.h>
 #include <uthash.h>
 #include "proto.h"
@@ -388,6 +389,15 @@ static inline gdte_stream_t gdte_proto_stream(const struct gdte_msg_req *req)
     return req->is_send ? req->ctx->stream : req->ctx->rstream;
 }
 
+/* An active message's fixed-size header, copied out (UCX may hand headers at any alignment).
+ * 0: its size is not `want` (not ours, or another build's): the handler drops it. */
+static inline int gdte_proto_header(void *dst, size_t want, const void *header, size_t header_length)
+{
+    if (header_length != want) return 0;
+    memcpy(dst, header, want);
+    return 1;
+}
+
 /* ---- handshake and matching (match.c) --------------------------------------------------- */
 ucs_status_t gdte_proto_rts_handler(void *arg, const void *header, size_t header_length, void *data,
                                     size_t length, const ucp_am_recv_param_t *param);
@@ -414,6 +424,9 @@ void gdte_proto_rdma_fin(struct gdte_msg_req *req, const gdte_wire_fin_t *fin);
 /* Receiver of a contiguous-receiver shortcut: the sender asked for copy-in/out (GDTE_FIN_REDO). */
 void gdte_proto_rdma_redo(struct gdte_msg_req *req);
 gdte_status_t gdte_proto_slots_alloc(struct gdte_msg_req *req, int n);
+/* Sender of a fragmented transfer, on the CTS: fragment size and credits from it (a fragment over
+ * `max_frag`, when > 0, is refused), and the slots for its depth. */
+gdte_status_t gdte_proto_send_frags(struct gdte_msg_req *req, const gdte_wire_cts_t *cts, int64_t max_frag);
 gdte_slot_t *gdte_proto_slot_free(struct gdte_msg_req *req);
 /* Record (creating it on first use) an event after the work queued on the context stream. */
 gdte_status_t gdte_proto_record(struct gdte_msg_req *req, gdte_gpu_event_t *ev);

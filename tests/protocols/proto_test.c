@@ -360,6 +360,22 @@ static void gen_case(unsigned seed, int c, int from, ttype_t *st, ttype_t *rt, u
     *rp = msg_params(&r, st->size);
 }
 
+/* A message's buffers: mine to send (device or emulated memory as under test), the receive buffer
+ * poisoned, and the oracle's expected receive buffer from the peer's data. Frees the data. */
+static void msg_buffers(msg_t *x, unsigned char *mine, unsigned char *theirs)
+{
+    buf_alloc(&x->sbuf, x->myst.span);
+    memcpy(x->sbuf.host, mine, (size_t)x->sbuf.bytes);
+    buf_push(&x->sbuf);
+    buf_alloc(&x->rbuf, x->rt.span);
+    memset(x->rbuf.host, POISON, (size_t)x->rbuf.bytes);
+    buf_push(&x->rbuf);
+    x->exp = malloc((size_t)x->rbuf.bytes);
+    oracle(theirs, &x->st, &x->rt, x->exp, x->rbuf.bytes);
+    free(mine);
+    free(theirs);
+}
+
 static int test_random(void)
 {
     int peer = 1 - rank;
@@ -380,16 +396,7 @@ static int test_random(void)
             gdte_type_free(&dummy_rt.type);
             /* What I receive: the peer's message, generated the same way here. */
             gen_case(opt_seed, c + i, peer, &m[i].st, &m[i].rt, &theirs, &dummy, &m[i].rp);
-            buf_alloc(&m[i].sbuf, m[i].myst.span);
-            memcpy(m[i].sbuf.host, mine, (size_t)m[i].sbuf.bytes);
-            buf_push(&m[i].sbuf);
-            buf_alloc(&m[i].rbuf, m[i].rt.span);
-            memset(m[i].rbuf.host, POISON, (size_t)m[i].rbuf.bytes);
-            buf_push(&m[i].rbuf);
-            m[i].exp = malloc((size_t)m[i].rbuf.bytes);
-            oracle(theirs, &m[i].st, &m[i].rt, m[i].exp, m[i].rbuf.bytes);
-            free(mine);
-            free(theirs);
+            msg_buffers(&m[i], mine, theirs);
         }
         int order[16];
         shuffle(&br, order, B);
@@ -889,16 +896,7 @@ static int test_burst(void)
             rng_t r2 = {opt_seed * 31ull + (uint64_t)(depth * 16 + i) * 2 + (uint64_t)peer};
             fill(&r1, mine, m[i].myst.span + GUARD);
             fill(&r2, theirs, m[i].st.span + GUARD);
-            buf_alloc(&m[i].sbuf, m[i].myst.span);
-            memcpy(m[i].sbuf.host, mine, (size_t)m[i].sbuf.bytes);
-            buf_push(&m[i].sbuf);
-            buf_alloc(&m[i].rbuf, m[i].rt.span);
-            memset(m[i].rbuf.host, POISON, (size_t)m[i].rbuf.bytes);
-            buf_push(&m[i].rbuf);
-            m[i].exp = malloc((size_t)m[i].rbuf.bytes);
-            oracle(theirs, &m[i].st, &m[i].rt, m[i].exp, m[i].rbuf.bytes);
-            free(mine);
-            free(theirs);
+            msg_buffers(&m[i], mine, theirs);
             gdte_msg_params_t p = {.field_mask = GDTE_MSG_FIELD_PROTOCOL | GDTE_MSG_FIELD_DEPTH |
                                                  GDTE_MSG_FIELD_FRAG_SIZE,
                                    .protocol = opt_protocol,
