@@ -18,16 +18,6 @@ GDTE_API gdte_status_t gdte_comm_progress(gdte_comm_h comm)
     (void)comm;
     return GDTE_ERR_UNSUPPORTED;
 }
-GDTE_API const char *gdte_protocol_name(gdte_protocol_t p)
-{
-    switch (p) {
-    case GDTE_PROTOCOL_AUTO: return "auto";
-    case GDTE_PROTOCOL_EAGER: return "eager";
-    case GDTE_PROTOCOL_COPYINOUT: return "copyinout";
-    case GDTE_PROTOCOL_RDMA: return "rdma";
-    }
-    return "unknown";
-}
 GDTE_API gdte_status_t gdte_msg_isend(gdte_comm_h c, const void *b, int64_t n, gdte_type_h t, int p, uint64_t tag,
                                       const gdte_msg_params_t *prm, gdte_msg_req_h *r)
 {

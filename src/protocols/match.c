@@ -19,17 +19,6 @@ static gdte_protocol_t knob_protocol(void)
     }
 }
 
-GDTE_API const char *gdte_protocol_name(gdte_protocol_t p)
-{
-    switch (p) {
-    case GDTE_PROTOCOL_AUTO: return "auto";
-    case GDTE_PROTOCOL_EAGER: return "eager";
-    case GDTE_PROTOCOL_COPYINOUT: return "copyinout";
-    case GDTE_PROTOCOL_RDMA: return "rdma";
-    }
-    return "unknown";
-}
-
 const gdte_proto_ops_t *gdte_proto_ops_by_id(int id)
 {
     switch (id) {

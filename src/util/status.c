@@ -20,3 +20,16 @@ GDTE_API const char *gdte_status_name(gdte_status_t status)
     }
     return "GDTE_STATUS_UNKNOWN";
 }
+
+/* Names of the public enums live here, beside the status strings: every build has them, with or
+ * without the UCX protocols. */
+GDTE_API const char *gdte_protocol_name(gdte_protocol_t p)
+{
+    switch (p) {
+    case GDTE_PROTOCOL_AUTO: return "auto";
+    case GDTE_PROTOCOL_EAGER: return "eager";
+    case GDTE_PROTOCOL_COPYINOUT: return "copyinout";
+    case GDTE_PROTOCOL_RDMA: return "rdma";
+    }
+    return "unknown";
+}
