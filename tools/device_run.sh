@@ -248,8 +248,13 @@ section_bench_pingpong() {
   proto_archive pingpong
   if [ -n "$csv" ]; then
     echo "== bench/pingpong, default settings: layout vs contiguous through gdte ($(basename "$csv")) =="
-    awk -F, 'NR > 1 && $4 != "contig" && ($7 == 0 || $4 == "rawcopy") && ($8 == 4 || $4 == "rawcopy") {
+    awk -F, 'NR > 1 && $4 != "contig" && $5 !~ /^model/ && ($7 == 0 || $4 ~ /^raw/) && ($8 == 4 || $4 ~ /^raw/) {
                printf "%d GPU %-10s %-10s %11d B %10.1f us %8.1f GB/s  x%s\n", $3, $4, $5, $6, $9, $10, $11 }' "$csv" |
+      tee -a "$SUMMARY"
+    echo "== bench/pingpong, pipeline model: measured default / (transfer + one fragment's pack and unpack) ==" |
+      tee -a "$SUMMARY"
+    awk -F, 'NR > 1 && $5 ~ /^model/ {
+               printf "%d GPU %-10s %-16s %11d B model %9.1f us  measured/model %s\n", $3, $4, $5, $6, $9, $11 }' "$csv" |
       tee -a "$SUMMARY"
     echo "== bench/pingpong, rdma V by fragment size and depth (one-way us) ==" | tee -a "$SUMMARY"
     awk -F, 'NR > 1 && $4 == "V" && $5 == "rdma" {

@@ -77,7 +77,7 @@ def plot_pingpong(path):
     device = data[0].get("device", "?")
     keep = {}
     for r in data:
-        if r["layout"] in ("contig", "rawcopy") or r["protocol"] == "model_bound":
+        if r["layout"] in ("contig", "rawcopy", "rawipc") or r["protocol"].startswith("model_bound"):
             continue
         if fnum(r["frag_size"]) != 0 or r["depth"] not in ("4",):
             continue

@@ -14,8 +14,9 @@
  *
  * CSV: device,commit,gpus,layout,protocol,bytes,frag_size,depth,median_us,gbps,ratio_to_contig
  *   gbps = packed bytes / one-way time (1e9 B/s); ratio_to_contig = contig time / this time;
- *   rows with layout "contig" are the reference itself (1.0), "rawcopy" the plain copy
- *   (its ratio against the contig message at the default settings). frag_size 0: chosen by
+ *   rows with layout "contig" are the reference itself (1.0), "rawcopy" the plain copy in one
+ *   process and "rawipc" the plain copy between the two processes through an IPC mapping (their
+ *   ratios against the contig message at the default settings). frag_size 0: chosen by
  *   message size (GDTE_FRAG_SIZE=0); a frag_size equal to bytes at depth 1 is unpipelined.
  *
  * Usage: [mpirun -np 2] pingpong [--fork] [--mem host|device] [--gpus 1|2] [--protocol P]
@@ -291,6 +292,65 @@ static double rawcopy(int64_t bytes, const char **what)
     return med;
 }
 
+/* The least a one-sided transfer between the two processes costs, without gdte: the receiving
+ * process copies the bytes straight from the other process's IPC-mapped buffer (one runtime
+ * copy, peer access across GPUs), with a one-byte message each way as the signal (over the same
+ * UCX transport gdte's control messages use). Half the median round trip, in seconds (rank 0).
+ * On one GPU it includes what any two processes sharing the GPU pay and an in-process copy does
+ * not: the switch between their contexts each time the other one's work runs. */
+static double rawipc(int64_t bytes)
+{
+    if (!opt_device) return 0;
+    void *mine = buf_new(bytes, 20 + (unsigned)rank), *peer = NULL;
+    gdte_gpu_ipc_handle_t h[2];
+    OK(gdte_gpu_ipc_get_handle(mine, &h[rank]));
+    gdte_gpu_ipc_handle_t own = h[rank];
+    if (tp_allgather(&own, sizeof own, h, NULL) != 0) tp_abort(2);
+    OK(gdte_gpu_ipc_open(&h[1 - rank], &peer));
+    gdte_type_h byte = gdte_type_predefined(GDTE_BASIC_BYTE);
+    char tok = 0;
+    int n = opt_warmup + opt_iters;
+    double *t = malloc((size_t)n * sizeof *t);
+    gdte_msg_req_h q;
+    tp_barrier();
+    for (int i = 0; i < n; i++) {
+        if (rank == 0) {
+            double t0 = tp_time();
+            OK(gdte_msg_isend(comm, &tok, 1, byte, 1, 20, NULL, &q)); /* "my buffer is ready" */
+            OK(gdte_msg_wait(&q, NULL));
+            OK(gdte_msg_irecv(comm, &tok, 1, byte, 1, 21, NULL, &q)); /* the reply's "ready" */
+            OK(gdte_msg_wait(&q, NULL));
+            OK(gdte_gpu_memcpy_async(mine, peer, (size_t)bytes, NULL));
+            OK(gdte_gpu_stream_synchronize(NULL));
+            t[i] = (tp_time() - t0) / 2;
+        } else {
+            OK(gdte_msg_irecv(comm, &tok, 1, byte, 0, 20, NULL, &q));
+            OK(gdte_msg_wait(&q, NULL));
+            OK(gdte_gpu_memcpy_async(mine, peer, (size_t)bytes, NULL));
+            OK(gdte_gpu_stream_synchronize(NULL));
+            OK(gdte_msg_isend(comm, &tok, 1, byte, 0, 21, NULL, &q));
+            OK(gdte_msg_wait(&q, NULL));
+        }
+    }
+    tp_barrier();
+    double med = 0;
+    if (rank == 0) {
+        double *m = t + opt_warmup;
+        for (int i = 1; i < opt_iters; i++)
+            for (int j = i; j > 0 && m[j - 1] > m[j]; j--) {
+                double x = m[j];
+                m[j] = m[j - 1];
+                m[j - 1] = x;
+            }
+        med = opt_iters % 2 ? m[opt_iters / 2] : 0.5 * (m[opt_iters / 2 - 1] + m[opt_iters / 2]);
+    }
+    free(t);
+    OK(gdte_gpu_ipc_close(peer));
+    tp_barrier(); /* the peer has closed its mapping of our buffer before we free it */
+    buf_del(mine);
+    return med;
+}
+
 /* Seconds to pack the first `f` bytes of (a, sa) and to unpack them with sb (rank 0, device):
  * one fragment's GPU work on each side, for the pipeline model below. */
 static void frag_work(void *a, const shape_t *sa, const shape_t *sb, int64_t f, double *pack_s, double *unpack_s)
@@ -402,11 +462,15 @@ static void run_layout(const char *name, int64_t n)
     const char *what = "memcpy";
     double tr = rawcopy(bytes, &what);
     row("rawcopy", what, bytes, 0, 0, tr, t_default_contig);
+    double ti = rawipc(bytes);
+    if (opt_device) row("rawipc", "ipccopy", bytes, 0, 0, ti, t_default_contig);
     if (opt_device && opt_protocol == GDTE_PROTOCOL_RDMA) {
-        /* The pipeline's bound: the whole message's transfer (the raw copy) plus one fragment's
-         * pack and unpack, at the fragment size a pull picks by default (a quarter of the
-         * message, a power of two in 256 KiB..16 MiB). Row "model_bound": median_us is the
-         * model, ratio_to_contig is the measured default time over it (target <= 1.2). */
+        /* The pipeline's bound: the whole message's transfer plus one fragment's pack and
+         * unpack, at the fragment size a pull picks by default (a quarter of the message, a
+         * power of two in 256 KiB..16 MiB). Row "model_bound": median_us is the model with the
+         * transfer as an in-process raw copy, "model_bound_ipc" with the transfer as the two
+         * processes' raw IPC copy (rawipc); ratio_to_contig is the measured default time over
+         * the model (target <= 1.2). */
         int64_t f = 1;
         while (f < bytes / 4) f <<= 1;
         f = f < (256 << 10) ? (256 << 10) : f > (16 << 20) ? (16 << 20) : f;
@@ -414,6 +478,7 @@ static void run_layout(const char *name, int64_t n)
         double tpk, tun;
         frag_work(a, &sa, &sb, f, &tpk, &tun);
         row(name, "model_bound", bytes, f, (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH), tr + tpk + tun, t_default);
+        row(name, "model_bound_ipc", bytes, f, (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH), ti + tpk + tun, t_default);
     }
     buf_del(a);
     buf_del(b);

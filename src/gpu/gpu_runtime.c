@@ -180,9 +180,10 @@ gdte_status_t gdte_gpu_malloc(void **ptr_p, size_t size)
     return GDTE_OK;
 }
 
-/* Counts every release of an address range (free, IPC close, unregister): the memory-kind
- * cache above this layer drops its ranges when it moves, so a range gdte released and the OS
- * reused for host memory is never taken for device memory. */
+/* Counts every release of an address range (free, IPC close, unregister) and every host
+ * registration: the memory-kind cache above this layer drops its answers when it moves, so a
+ * range gdte released and the OS reused for host memory is never taken for device memory, nor
+ * a range gdte registered for pageable memory. */
 static _Atomic uint64_t unmap_epoch;
 uint64_t gdte_gpu_unmap_epoch(void) { return unmap_epoch; }
 
@@ -220,6 +221,7 @@ gdte_status_t gdte_gpu_host_register(void *ptr, size_t size)
 {
     NEED_DEVICE();
     hipError_t e = hipHostRegister(ptr, size, hipHostRegisterPortable | hipHostRegisterMapped);
+    unmap_epoch++; /* the range's memory kind changed (or may have): cached answers go */
     if (e == hipErrorHostMemoryAlreadyRegistered) {
         (void)hipGetLastError();
         return GDTE_OK;

@@ -2,16 +2,19 @@
  * gdte_mem_query with a cache of device allocations, so that the per-message decision (host or
  * GPU executor) costs a binary search instead of a runtime call.
  *
- * Only device and managed allocations are cached, as whole ranges [base, base+size) from the
- * runtime's address-range query. Host memory is never cached: a pointer that misses is asked
- * of the runtime each time, so an answer for host memory is always current (pageable memory
- * pinned later is reported as pinned at once). The price is one runtime call per query on host
- * buffers, which only GPU builds with a device pay.
+ * Device and managed allocations are cached as whole ranges [base, base+size) from the
+ * runtime's address-range query. Pageable host memory is cached by 4 KiB page in a small
+ * direct-mapped table (an interposed MPI application queries the same host buffers on every
+ * call, and a runtime query costs about a microsecond). Pinned answers are never cached: memory
+ * the application unregisters would otherwise still be taken for GPU-reachable. The one stale
+ * answer the host table can give is "pageable" for memory the application pinned itself after
+ * gdte first saw it; pageable is the answer that never lets a kernel touch host memory, so
+ * that costs speed (staging instead of zero copy), never correctness.
  *
- * Ranges gdte itself releases (its staging and plan memory, IPC mappings) empty the cache
- * through the GPU layer's unmap epoch. What the cache cannot see: a device allocation freed by
- * the application and its addresses reused. gdte_memquery_forget() drops ranges for callers
- * that know of a free (the MPI layer, tests).
+ * Ranges gdte itself releases or registers (its staging and plan memory, IPC mappings, host
+ * registration) empty both tables through the GPU layer's unmap epoch. What the cache cannot
+ * see: a device allocation freed by the application and its addresses reused.
+ * gdte_memquery_forget() drops ranges for callers that know of a free (the MPI layer, tests).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -34,6 +37,22 @@ static int nranges;
 static uint64_t next_stamp;
 static _Atomic int64_t n_hits, n_misses;
 static _Atomic uint64_t cache_epoch;
+
+/* Pageable host pages seen: slot (page % HOST_SLOTS) holds page + 1, 0 when empty. Written
+ * without the lock: a slot is one word, and a lost or torn-free race only costs a miss. */
+#define HOST_SLOTS 1024
+#define HOST_PAGE_SHIFT 12
+static _Atomic uintptr_t host_pages[HOST_SLOTS];
+
+static void host_clear(uintptr_t b, uintptr_t e)
+{
+    for (int i = 0; i < HOST_SLOTS; i++) {
+        uintptr_t v = host_pages[i];
+        if (!v) continue;
+        uintptr_t pb = (v - 1) << HOST_PAGE_SHIFT;
+        if (pb < e && b < pb + ((uintptr_t)1 << HOST_PAGE_SHIFT)) host_pages[i] = 0;
+    }
+}
 
 /* Index of the last range with base <= p, or -1. Caller holds the lock. */
 static int find(uintptr_t p)
@@ -95,8 +114,16 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
          * memory. Start over (rare: pools keep their memory in steady state). */
         pthread_rwlock_wrlock(&rw);
         nranges = 0;
+        host_clear(0, UINTPTR_MAX);
         cache_epoch = epoch;
         pthread_rwlock_unlock(&rw);
+    }
+    uintptr_t page = p >> HOST_PAGE_SHIFT;
+    if (host_pages[page % HOST_SLOTS] == page + 1) {
+        info_p->kind = GDTE_MEM_HOST;
+        info_p->device = -1;
+        n_hits++;
+        return GDTE_OK;
     }
     pthread_rwlock_rdlock(&rw);
     int i = find(p);
@@ -117,6 +144,9 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
         if (gdte_gpu_mem_range(ptr, &base, &size) == GDTE_OK && size > 0 && (uintptr_t)base <= p &&
             p < (uintptr_t)base + size)
             insert((uintptr_t)base, (uintptr_t)base + size, &in);
+    } else if (in.kind == GDTE_MEM_HOST && gdte_gpu_unmap_epoch() == epoch) {
+        /* Only if nothing was released or registered while the runtime was asked. */
+        host_pages[page % HOST_SLOTS] = page + 1;
     }
     *info_p = in;
     return GDTE_OK;
@@ -132,6 +162,7 @@ void gdte_memquery_forget(const void *ptr, size_t size)
         else
             i++;
     }
+    host_clear(b, e);
     pthread_rwlock_unlock(&rw);
 }
 
@@ -139,6 +170,7 @@ void gdte_memquery_reset(void)
 {
     pthread_rwlock_wrlock(&rw);
     nranges = 0;
+    host_clear(0, UINTPTR_MAX);
     pthread_rwlock_unlock(&rw);
     n_hits = n_misses = 0;
 }

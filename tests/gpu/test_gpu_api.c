@@ -237,13 +237,29 @@ static void test_mem_query(void)
     char *h = malloc(1 << 16);
     OK(gdte_mem_query(h, &mi));
     EXPECT(mi.kind == GDTE_MEM_HOST && mi.device == -1, "malloc memory: kind %d", mi.kind);
-    /* Host answers are never cached: registering is seen at once, and unregistering. */
+    /* Pageable answers are cached by page: the second query of the page is a hit. */
+    gdte_memquery_stats(&h0, &m0, &nr);
+    OK(gdte_mem_query(h + 8, &mi));
+    gdte_memquery_stats(&h1, &m1, &nr);
+    EXPECT(mi.kind == GDTE_MEM_HOST && h1 - h0 == 1 && m1 == m0,
+           "second query of a pageable page should hit: kind %d hits %lld misses %lld", mi.kind,
+           (long long)(h1 - h0), (long long)(m1 - m0));
+    /* ... and gdte's own registration drops it: registering is seen at once, and unregistering. */
     OK(gdte_gpu_host_register(h, 1 << 16));
     OK(gdte_mem_query(h + 10, &mi));
     EXPECT(mi.kind == GDTE_MEM_PINNED, "registered memory: kind %d", mi.kind);
     OK(gdte_gpu_host_unregister(h));
     OK(gdte_mem_query(h + 10, &mi));
     EXPECT(mi.kind == GDTE_MEM_HOST, "unregistered memory: kind %d", mi.kind);
+    /* Pinned answers are never cached (the application may unregister behind gdte's back). */
+    OK(gdte_gpu_host_register(h, 1 << 16));
+    OK(gdte_mem_query(h, &mi));
+    gdte_memquery_stats(&h0, &m0, &nr);
+    OK(gdte_mem_query(h, &mi));
+    gdte_memquery_stats(&h1, &m1, &nr);
+    EXPECT(mi.kind == GDTE_MEM_PINNED && m1 - m0 == 1, "pinned answers are asked each time: kind %d misses %lld",
+           mi.kind, (long long)(m1 - m0));
+    OK(gdte_gpu_host_unregister(h));
     free(h);
     void *pin;
     OK(gdte_gpu_host_alloc(&pin, 4096, 1));
