@@ -24,6 +24,10 @@
  * CSV: device,commit,layout,method,direction,packed_bytes,median_us,gbps,ratio_to_memcpy
  * (gbps: packed bytes / median time, 1e9; ratio: memcpy time / method time).
  *
+ * Layouts: the issue's (V, V64, T, face_x/y/z, transpose, struct3), struct3p (a struct with a
+ * hole) and contig512 (a calibration: V's bytes contiguous; its gdte_flat row is the FLAT
+ * kernel as a plain copy, the ceiling for V).
+ *
  * Usage: pack_bench OUT.csv [layout,layout,...]   (commit from GDTE_COMMIT)
  */
 #include <stdio.h>
@@ -305,6 +309,11 @@ static gdte_type_h make_type(const char *name, size_t *user_bytes)
         CK(gdte_type_create_resized(a, 0, ext, &b));
         CK(gdte_type_create_contiguous(1000000, b, &t));
         *user_bytes = (size_t)1000000 * (size_t)ext;
+    } else if (!strcmp(name, "contig512")) {
+        /* A calibration, not a layout of the issue: V's 512 MiB, contiguous. Its gdte_flat row
+         * is the FLAT kernel as a plain copy at V's size: what V (FLAT too) can reach. */
+        CK(gdte_type_create_contiguous((int64_t)64 << 20, dbl, &t));
+        *user_bytes = (size_t)512 << 20;
     } else {
         fprintf(stderr, "unknown layout %s\n", name);
         exit(2);
@@ -483,7 +492,7 @@ int main(int argc, char **argv)
         x ^= x << 17;
         pattern[i] = (unsigned char)(x >> 24);
     }
-    const char *list = argc > 2 ? argv[2] : "V,V64,T,face_x,face_y,face_z,transpose,struct3,struct3p";
+    const char *list = argc > 2 ? argv[2] : "V,V64,T,face_x,face_y,face_z,transpose,struct3,struct3p,contig512";
     char *dup = strdup(list);
     for (char *tok = strtok(dup, ","); tok; tok = strtok(NULL, ",")) run_case(tok);
     free(dup);
