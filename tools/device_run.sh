@@ -86,6 +86,15 @@ section_bench_pack() {
   grep -E "first use|bound|VERIFY" "$log" | sed 's/^ */  /' | tee -a "$SUMMARY"
 }
 
+# Optional (not in DEFAULT_SECTIONS): bench/flatlab, the copy-kernel mapping lab.
+section_flatlab() {
+  [ "$BUILD_OK" = 1 ] || { record flatlab skip "no build"; return; }
+  local log="$OUT/flatlab.log"
+  timeout "${DEVICE_BENCH_TIMEOUT:-300}" "$BUILD/bench/flatlab/flatlab" "$OUT/flatlab.csv" >"$log" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] && record flatlab ok "flatlab.csv ($(($(wc -l <"$OUT/flatlab.csv") - 1)) rows)" || record flatlab FAIL "rc=$rc"
+}
+
 # ==== protocols block (src/protocols, tests/protocols, bench/pingpong) =========================
 # Kept apart from the sections above. A second build tree, with UCX: headers from .deps/ucx
 # (tools/device_deps.sh; carry .deps), linked to the machine's own UCX runtime (libucp.so.0,

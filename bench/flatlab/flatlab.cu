@@ -1,0 +1,260 @@
+/*
+ * flatlab: how a copy kernel should map threads to words, measured against cudaMemcpy.
+ *
+ * The FLAT kernel (src/kernels/pack_kernels.cu) runs at 0.93 of cudaMemcpy even on a plain
+ * contiguous 512 MiB copy (bench/pack, layout contig512), which caps V, V64 and T. This lab
+ * times the candidate mappings on one-dimensional strided layouts (blocks of `blocklen` bytes
+ * every `stride` bytes; contiguous when the two are equal), with FLAT's own index arithmetic
+ * (one fastdiv per word), so that the winner can replace FLAT's loop:
+ *   map 0  grid-strided: thread t moves words t, t + T, ..., U of them loaded before any is
+ *          stored (FLAT today)
+ *   map 1  block-contiguous: a block's round covers U * NT consecutive words, thread t taking
+ *          t, t + NT, ...; rounds stride through the stream by the grid
+ *   map 2  one word per thread, one block per NT words, no loop (as many blocks as it takes)
+ *   hint   1: streaming cache hints (evict-first loads and stores); 0: plain accesses
+ *   grid   resident blocks per SM for maps 0 and 1 (4 or 8)
+ * Each variant's output is compared on the device with memcpy-made reference data before it is
+ * timed. CSV: device,commit,layout,direction,map,hint,unroll,blocks_per_sm,bytes,median_us,
+ * gbps,ratio_to_memcpy.
+ *
+ * Usage: flatlab OUT.csv   (commit from GDTE_COMMIT). CUDA only: the hints are CUDA
+ * intrinsics, and the lab's answer is carried into the one-source kernel by hand.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+extern "C" {
+#include "kernels/fastdiv.h"
+}
+
+#define NT 256
+#define RUNS 21
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+struct lay {
+    char *user, *packed;
+    uint32_t nwords;
+    int64_t stride;
+    gdte_fastdiv_t wpb;
+};
+
+template <int HINT> __device__ __forceinline__ uint4 ldw(const char *p)
+{
+    return HINT ? __ldcs(reinterpret_cast<const uint4 *>(p)) : *reinterpret_cast<const uint4 *>(p);
+}
+template <int HINT> __device__ __forceinline__ void stw(char *p, uint4 v)
+{
+    if (HINT) __stcs(reinterpret_cast<uint4 *>(p), v);
+    else *reinterpret_cast<uint4 *>(p) = v;
+}
+__device__ __forceinline__ char *uaddr(const lay &a, uint32_t i)
+{
+    uint32_t b = gdte_fastdiv32(&a.wpb, i);
+    return a.user + (int64_t)(i - b * (uint32_t)a.wpb.d) * 16 + (int64_t)b * a.stride;
+}
+
+/* PACK: user -> packed; else packed -> user. */
+template <int MAP, int HINT, int U, bool PACK> __global__ void __launch_bounds__(NT) k(const lay a)
+{
+    const uint32_t n = a.nwords;
+    if (MAP == 2) {
+        uint32_t i = blockIdx.x * NT + threadIdx.x;
+        if (i >= n) return;
+        char *u = uaddr(a, i), *p = a.packed + (int64_t)i * 16;
+        if (PACK) stw<HINT>(p, ldw<HINT>(u));
+        else stw<HINT>(u, ldw<HINT>(p));
+        return;
+    }
+    /* first word of this thread, distance between its words in a round, between rounds */
+    const uint32_t first = MAP == 0 ? blockIdx.x * NT + threadIdx.x : blockIdx.x * U * NT + threadIdx.x;
+    const uint32_t kstep = MAP == 0 ? gridDim.x * NT : NT;
+    const uint32_t rstep = gridDim.x * U * NT;
+    for (uint64_t i0 = first; i0 < n; i0 += rstep) {
+        uint32_t i = (uint32_t)i0;
+        uint4 v[U];
+        char *u[U];
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            if (i0 + (uint64_t)k * kstep < n) {
+                u[k] = uaddr(a, i + k * kstep);
+                v[k] = ldw<HINT>(PACK ? u[k] : a.packed + (int64_t)(i + k * kstep) * 16);
+            }
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            if (i0 + (uint64_t)k * kstep < n) stw<HINT>(PACK ? a.packed + (int64_t)(i + k * kstep) * 16 : u[k], v[k]);
+    }
+}
+
+typedef void (*kfn)(const lay);
+template <int MAP, int HINT, int U> static kfn pick(bool pack)
+{
+    return pack ? k<MAP, HINT, U, true> : k<MAP, HINT, U, false>;
+}
+static kfn kernel_of(int map, int hint, int u, bool pack)
+{
+#define P(M, H, UU) if (map == M && hint == H && u == UU) return pick<M, H, UU>(pack);
+    P(0, 0, 4) P(0, 1, 4) P(0, 0, 8) P(0, 1, 8) P(1, 0, 4) P(1, 1, 4) P(1, 0, 8) P(1, 1, 8)
+    P(2, 0, 1) P(2, 1, 1)
+#undef P
+    return NULL;
+}
+
+/* mismatching 16-byte words between a and b */
+__global__ void kcmp(const uint4 *a, const uint4 *b, uint64_t n, unsigned long long *bad)
+{
+    unsigned long long c = 0;
+    for (uint64_t i = blockIdx.x * (uint64_t)NT + threadIdx.x; i < n; i += (uint64_t)gridDim.x * NT) {
+        uint4 x = a[i], y = b[i];
+        c += x.x != y.x || x.y != y.y || x.z != y.z || x.w != y.w;
+    }
+    if (c) atomicAdd(bad, c);
+}
+
+__global__ void kfill(uint32_t *p, uint64_t n, uint32_t seed)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)NT + threadIdx.x; i < n; i += (uint64_t)gridDim.x * NT)
+        p[i] = (uint32_t)(i * 2654435761u) ^ seed;
+}
+
+static cudaEvent_t e0, e1;
+static double median(double *t, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    return t[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: flatlab OUT.csv\n");
+        return 2;
+    }
+    const char *commit = getenv("GDTE_COMMIT") ? getenv("GDTE_COMMIT") : "unknown";
+    cudaDeviceProp pr;
+    CK(cudaGetDeviceProperties(&pr, 0));
+    char dev[256];
+    snprintf(dev, sizeof dev, "%s", pr.name);
+    for (char *c = dev; *c; c++)
+        if (*c == ' ') *c = '-';
+    FILE *csv = fopen(argv[1], "w");
+    if (!csv) return 1;
+    fprintf(csv, "device,commit,layout,direction,map,hint,unroll,blocks_per_sm,bytes,median_us,gbps,ratio_to_memcpy\n");
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    struct {
+        const char *name;
+        int64_t blocklen, stride, nblocks;
+    } L[] = {{"contig512", 536870912, 536870912, 1},
+             {"V", 65536, 131072, 8192},
+             {"V64", 64, 128, 4194304}};
+    const int variants[][3] = {{0, 0, 4}, {0, 1, 4}, {0, 0, 8}, {0, 1, 8}, {1, 0, 4},
+                               {1, 1, 4}, {1, 0, 8}, {1, 1, 8}, {2, 0, 1}, {2, 1, 1}};
+    unsigned long long *bad;
+    CK(cudaMalloc(&bad, sizeof *bad));
+    for (auto &l : L) {
+        const int64_t bytes = l.blocklen * l.nblocks, span = l.stride * l.nblocks;
+        char *user, *packed, *ref_user, *ref_packed;
+        CK(cudaMalloc(&user, span));
+        CK(cudaMalloc(&packed, bytes));
+        CK(cudaMalloc(&ref_packed, bytes));
+        CK(cudaMalloc(&ref_user, span));
+        kfill<<<1024, NT>>>((uint32_t *)user, span / 4, 7);
+        kfill<<<1024, NT>>>((uint32_t *)ref_user, span / 4, 99);
+        /* references: 2-D copies of the layout */
+        CK(cudaMemcpy2D(ref_packed, l.blocklen, user, l.stride, l.blocklen, l.nblocks, cudaMemcpyDeviceToDevice));
+        CK(cudaMemcpy2D(ref_user, l.stride, ref_packed, l.blocklen, l.blocklen, l.nblocks, cudaMemcpyDeviceToDevice));
+        for (int dir = 0; dir < 2; dir++) {
+            const bool pack = dir == 0;
+            double t[RUNS];
+            /* the yardstick: memcpy of the packed bytes */
+            for (int r = -3; r < RUNS; r++) {
+                CK(cudaEventRecord(e0));
+                CK(cudaMemcpyAsync(packed, ref_packed, bytes, cudaMemcpyDeviceToDevice));
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                if (r >= 0) t[r] = ms * 1e3;
+            }
+            const double tm = median(t, RUNS);
+            fprintf(csv, "%s,%s,%s,%s,memcpy,0,0,0,%lld,%.2f,%.2f,1.000\n", dev, commit, l.name, pack ? "pack" : "unpack",
+                    (long long)bytes, tm, bytes / tm / 1e3, 1.0);
+            printf("%-10s %-6s memcpy                 %9.1f us %8.1f GB/s\n", l.name, pack ? "pack" : "unpack", tm,
+                   bytes / tm / 1e3);
+            for (auto &v : variants)
+                for (int bps = 4; bps <= 8; bps += 4) {
+                    if (v[0] == 2 && bps == 8) continue;
+                    kfn f = kernel_of(v[0], v[1], v[2], pack);
+                    lay a;
+                    a.user = user;
+                    a.packed = packed;
+                    a.nwords = (uint32_t)(bytes / 16);
+                    a.stride = l.stride;
+                    gdte_fastdiv_init(&a.wpb, (uint64_t)(l.blocklen / 16));
+                    int occ = 0;
+                    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, NT, 0));
+                    if (bps > occ) continue;
+                    const unsigned grid = v[0] == 2 ? (unsigned)((a.nwords + NT - 1) / NT)
+                                                    : (unsigned)(bps * pr.multiProcessorCount);
+                    /* check: unpack into a copy of the poisoned reference user buffer */
+                    if (pack) CK(cudaMemset(packed, 0xa5, bytes));
+                    else {
+                        /* the gaps as ref_user has them, the blocks poisoned */
+                        kfill<<<1024, NT>>>((uint32_t *)user, span / 4, 99);
+                        CK(cudaMemset2D(user, l.stride, 0xa5, l.blocklen, l.nblocks));
+                        CK(cudaMemcpy(packed, ref_packed, bytes, cudaMemcpyDeviceToDevice));
+                    }
+                    f<<<grid, NT>>>(a);
+                    CK(cudaGetLastError());
+                    CK(cudaMemset(bad, 0, sizeof *bad));
+                    if (pack) kcmp<<<1024, NT>>>((const uint4 *)packed, (const uint4 *)ref_packed, bytes / 16, bad);
+                    else kcmp<<<1024, NT>>>((const uint4 *)user, (const uint4 *)ref_user, span / 16, bad);
+                    unsigned long long nbad = 0;
+                    CK(cudaMemcpy(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost));
+                    if (nbad) {
+                        fprintf(stderr, "VERIFY FAILED: %s %s map %d hint %d U %d: %llu words\n", l.name,
+                                pack ? "pack" : "unpack", v[0], v[1], v[2], nbad);
+                        return 1;
+                    }
+                    for (int r = -3; r < RUNS; r++) {
+                        CK(cudaEventRecord(e0));
+                        f<<<grid, NT>>>(a);
+                        CK(cudaEventRecord(e1));
+                        CK(cudaEventSynchronize(e1));
+                        float ms;
+                        CK(cudaEventElapsedTime(&ms, e0, e1));
+                        if (r >= 0) t[r] = ms * 1e3;
+                    }
+                    const double tk = median(t, RUNS);
+                    fprintf(csv, "%s,%s,%s,%s,%d,%d,%d,%d,%lld,%.2f,%.2f,%.3f\n", dev, commit, l.name,
+                            pack ? "pack" : "unpack", v[0], v[1], v[2], v[0] == 2 ? 0 : bps, (long long)bytes, tk,
+                            bytes / tk / 1e3, tm / tk);
+                    printf("%-10s %-6s map %d hint %d U %d bps %d %9.1f us %8.1f GB/s x%.3f\n", l.name,
+                           pack ? "pack" : "unpack", v[0], v[1], v[2], v[0] == 2 ? 0 : bps, tk, bytes / tk / 1e3,
+                           tm / tk);
+                    fflush(stdout);
+                }
+        }
+        CK(cudaFree(user));
+        CK(cudaFree(packed));
+        CK(cudaFree(ref_packed));
+        CK(cudaFree(ref_user));
+    }
+    fclose(csv);
+    return 0;
+}
