@@ -90,7 +90,9 @@ section_bench_pack() {
 section_flatlab() {
   [ "$BUILD_OK" = 1 ] || { record flatlab skip "no build"; return; }
   local log="$OUT/flatlab.log"
-  timeout "${DEVICE_BENCH_TIMEOUT:-300}" "$BUILD/bench/flatlab/flatlab" "$OUT/flatlab.csv" >"$log" 2>&1
+  timeout "${DEVICE_BENCH_TIMEOUT:-300}" "$BUILD/bench/flatlab/flatlab" "$OUT/flatlab.csv" >"$log" 2>&1 &&
+    timeout "${DEVICE_BENCH_TIMEOUT:-300}" "$BUILD/bench/flatlab/flatlab" "$OUT/flatlab-small.csv" small >>"$log" 2>&1 &&
+    tail -n +2 "$OUT/flatlab-small.csv" >>"$OUT/flatlab.csv"
   local rc=$?
   [ $rc -eq 0 ] && record flatlab ok "flatlab.csv ($(($(wc -l <"$OUT/flatlab.csv") - 1)) rows)" || record flatlab FAIL "rc=$rc"
 }

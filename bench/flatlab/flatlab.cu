@@ -13,11 +13,16 @@
  *   map 2  one word per thread, one block per NT words, no loop (as many blocks as it takes)
  *   hint   1: streaming cache hints (evict-first loads and stores); 0: plain accesses
  *   grid   resident blocks per SM for maps 0 and 1 (4 or 8)
+ *   grid   resident blocks per SM for maps 0 and 1 (4 or 8); 0: one round, a block per U * NT
+ *          words (small layouts)
+ * Layouts: contig512, V, V64 (large: one operation per sample) and, with `small`, face_x (8-byte
+ * words 4 KiB apart), face_y (4 KiB blocks 2 MiB apart) and contig2m (2 MiB): 20 operations
+ * captured into a graph per sample, as bench/pack times layouts under 16 MiB.
  * Each variant's output is compared on the device with memcpy-made reference data before it is
  * timed. CSV: device,commit,layout,direction,map,hint,unroll,blocks_per_sm,bytes,median_us,
  * gbps,ratio_to_memcpy.
  *
- * Usage: flatlab OUT.csv   (commit from GDTE_COMMIT). CUDA only: the hints are CUDA
+ * Usage: flatlab OUT.csv [small]   (commit from GDTE_COMMIT). CUDA only: the hints are CUDA
  * intrinsics, and the lab's answer is carried into the one-source kernel by hand.
  */
 #include <cuda_runtime.h>
@@ -48,31 +53,37 @@ struct lay {
     gdte_fastdiv_t wpb;
 };
 
-template <int HINT> __device__ __forceinline__ uint4 ldw(const char *p)
+template <int W> struct wt;
+template <> struct wt<8> { typedef unsigned long long t; };
+template <> struct wt<16> { typedef uint4 t; };
+template <int W, int HINT> __device__ __forceinline__ typename wt<W>::t ldw(const char *p)
 {
-    return HINT ? __ldcs(reinterpret_cast<const uint4 *>(p)) : *reinterpret_cast<const uint4 *>(p);
+    typedef typename wt<W>::t T;
+    return HINT ? __ldcs(reinterpret_cast<const T *>(p)) : *reinterpret_cast<const T *>(p);
 }
-template <int HINT> __device__ __forceinline__ void stw(char *p, uint4 v)
+template <int W, int HINT> __device__ __forceinline__ void stw(char *p, typename wt<W>::t v)
 {
-    if (HINT) __stcs(reinterpret_cast<uint4 *>(p), v);
-    else *reinterpret_cast<uint4 *>(p) = v;
+    typedef typename wt<W>::t T;
+    if (HINT) __stcs(reinterpret_cast<T *>(p), v);
+    else *reinterpret_cast<T *>(p) = v;
 }
-__device__ __forceinline__ char *uaddr(const lay &a, uint32_t i)
+template <int W> __device__ __forceinline__ char *uaddr(const lay &a, uint32_t i)
 {
     uint32_t b = gdte_fastdiv32(&a.wpb, i);
-    return a.user + (int64_t)(i - b * (uint32_t)a.wpb.d) * 16 + (int64_t)b * a.stride;
+    return a.user + (int64_t)(i - b * (uint32_t)a.wpb.d) * W + (int64_t)b * a.stride;
 }
 
 /* PACK: user -> packed; else packed -> user. */
-template <int MAP, int HINT, int U, bool PACK> __global__ void __launch_bounds__(NT) k(const lay a)
+template <int W, int MAP, int HINT, int U, bool PACK> __global__ void __launch_bounds__(NT) k(const lay a)
 {
+    typedef typename wt<W>::t T;
     const uint32_t n = a.nwords;
     if (MAP == 2) {
         uint32_t i = blockIdx.x * NT + threadIdx.x;
         if (i >= n) return;
-        char *u = uaddr(a, i), *p = a.packed + (int64_t)i * 16;
-        if (PACK) stw<HINT>(p, ldw<HINT>(u));
-        else stw<HINT>(u, ldw<HINT>(p));
+        char *u = uaddr<W>(a, i), *p = a.packed + (int64_t)i * W;
+        if (PACK) stw<W, HINT>(p, ldw<W, HINT>(u));
+        else stw<W, HINT>(u, ldw<W, HINT>(p));
         return;
     }
     /* first word of this thread, distance between its words in a round, between rounds */
@@ -81,32 +92,36 @@ template <int MAP, int HINT, int U, bool PACK> __global__ void __launch_bounds__
     const uint32_t rstep = gridDim.x * U * NT;
     for (uint64_t i0 = first; i0 < n; i0 += rstep) {
         uint32_t i = (uint32_t)i0;
-        uint4 v[U];
+        T v[U];
         char *u[U];
 #pragma unroll
         for (int k = 0; k < U; k++)
             if (i0 + (uint64_t)k * kstep < n) {
-                u[k] = uaddr(a, i + k * kstep);
-                v[k] = ldw<HINT>(PACK ? u[k] : a.packed + (int64_t)(i + k * kstep) * 16);
+                u[k] = uaddr<W>(a, i + k * kstep);
+                v[k] = ldw<W, HINT>(PACK ? u[k] : a.packed + (int64_t)(i + k * kstep) * W);
             }
 #pragma unroll
         for (int k = 0; k < U; k++)
-            if (i0 + (uint64_t)k * kstep < n) stw<HINT>(PACK ? a.packed + (int64_t)(i + k * kstep) * 16 : u[k], v[k]);
+            if (i0 + (uint64_t)k * kstep < n) stw<W, HINT>(PACK ? a.packed + (int64_t)(i + k * kstep) * W : u[k], v[k]);
     }
 }
 
 typedef void (*kfn)(const lay);
-template <int MAP, int HINT, int U> static kfn pick(bool pack)
+template <int W, int MAP, int HINT, int U> static kfn pick(bool pack)
 {
-    return pack ? k<MAP, HINT, U, true> : k<MAP, HINT, U, false>;
+    return pack ? k<W, MAP, HINT, U, true> : k<W, MAP, HINT, U, false>;
 }
-static kfn kernel_of(int map, int hint, int u, bool pack)
+template <int W> static kfn kernel_w(int map, int hint, int u, bool pack)
 {
-#define P(M, H, UU) if (map == M && hint == H && u == UU) return pick<M, H, UU>(pack);
-    P(0, 0, 4) P(0, 1, 4) P(0, 0, 8) P(0, 1, 8) P(1, 0, 4) P(1, 1, 4) P(1, 0, 8) P(1, 1, 8)
-    P(2, 0, 1) P(2, 1, 1)
+#define P(M, H, UU) if (map == M && hint == H && u == UU) return pick<W, M, H, UU>(pack);
+    P(0, 0, 1) P(0, 0, 2) P(0, 0, 4) P(0, 1, 4) P(0, 0, 8) P(0, 1, 8) P(1, 0, 2) P(1, 0, 4) P(1, 1, 4)
+    P(1, 0, 8) P(1, 1, 8) P(2, 0, 1) P(2, 1, 1)
 #undef P
     return NULL;
+}
+static kfn kernel_of(int W, int map, int hint, int u, bool pack)
+{
+    return W == 8 ? kernel_w<8>(map, hint, u, pack) : kernel_w<16>(map, hint, u, pack);
 }
 
 /* mismatching 16-byte words between a and b */
@@ -127,6 +142,7 @@ __global__ void kfill(uint32_t *p, uint64_t n, uint32_t seed)
 }
 
 static cudaEvent_t e0, e1;
+static cudaStream_t S;
 static double median(double *t, int n)
 {
     for (int i = 1; i < n; i++)
@@ -138,12 +154,42 @@ static double median(double *t, int n)
     return t[n / 2];
 }
 
+/* Median time of one op (us): RUNS samples after 3 warm-ups; with `graphed`, a sample is
+ * GRAPH_OPS ops captured once into a graph and replayed, divided by GRAPH_OPS. */
+#define GRAPH_OPS 20
+template <typename F> static double time_op(F op, bool graphed)
+{
+    double t[RUNS];
+    cudaGraphExec_t ge = NULL;
+    if (graphed) {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed));
+        for (int i = 0; i < GRAPH_OPS; i++) op();
+        CK(cudaStreamEndCapture(S, &g));
+        CK(cudaGraphInstantiateWithFlags(&ge, g, 0));
+        CK(cudaGraphDestroy(g));
+    }
+    for (int r = -3; r < RUNS; r++) {
+        CK(cudaEventRecord(e0, S));
+        if (graphed) CK(cudaGraphLaunch(ge, S));
+        else op();
+        CK(cudaEventRecord(e1, S));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= 0) t[r] = ms * 1e3 / (graphed ? GRAPH_OPS : 1);
+    }
+    if (ge) CK(cudaGraphExecDestroy(ge));
+    return median(t, RUNS);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: flatlab OUT.csv\n");
+        fprintf(stderr, "usage: flatlab OUT.csv [small]\n");
         return 2;
     }
+    const bool small = argc > 2 && !strcmp(argv[2], "small");
     const char *commit = getenv("GDTE_COMMIT") ? getenv("GDTE_COMMIT") : "unknown";
     cudaDeviceProp pr;
     CK(cudaGetDeviceProperties(&pr, 0));
@@ -153,20 +199,36 @@ int main(int argc, char **argv)
         if (*c == ' ') *c = '-';
     FILE *csv = fopen(argv[1], "w");
     if (!csv) return 1;
-    fprintf(csv, "device,commit,layout,direction,map,hint,unroll,blocks_per_sm,bytes,median_us,gbps,ratio_to_memcpy\n");
+    fprintf(csv, "device,commit,layout,direction,word,map,hint,unroll,blocks_per_sm,bytes,median_us,gbps,ratio_to_memcpy\n");
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    struct {
+    CK(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+    struct lspec {
         const char *name;
         int64_t blocklen, stride, nblocks;
-    } L[] = {{"contig512", 536870912, 536870912, 1},
-             {"V", 65536, 131072, 8192},
-             {"V64", 64, 128, 4194304}};
-    const int variants[][3] = {{0, 0, 4}, {0, 1, 4}, {0, 0, 8}, {0, 1, 8}, {1, 0, 4},
-                               {1, 1, 4}, {1, 0, 8}, {1, 1, 8}, {2, 0, 1}, {2, 1, 1}};
+        int W;
+    };
+    const lspec big[] = {{"contig512", 536870912, 536870912, 1, 16},
+                         {"V", 65536, 131072, 8192, 16},
+                         {"V64", 64, 128, 4194304, 16}};
+    const lspec sml[] = {{"face_x", 8, 4096, 262144, 8},
+                         {"face_y", 4096, 2097152, 512, 16},
+                         {"contig2m", 2097152, 2097152, 1, 16}};
+    /* {map, hint, unroll, blocks per SM (0: one round)} */
+    const int vbig[][4] = {{0, 0, 4, 4}, {0, 0, 4, 8}, {0, 1, 4, 4}, {0, 1, 4, 8}, {0, 0, 8, 4}, {0, 1, 8, 4},
+                           {1, 0, 4, 4}, {1, 0, 4, 8}, {1, 1, 4, 4}, {1, 1, 4, 8}, {1, 0, 8, 4}, {1, 1, 8, 4},
+                           {2, 0, 1, 0}, {2, 1, 1, 0}};
+    const int vsml[][4] = {{0, 0, 4, 4}, {0, 0, 4, 8}, {0, 0, 2, 8}, {0, 0, 1, 8}, {0, 0, 2, 0}, {0, 0, 4, 0},
+                           {0, 0, 8, 0}, {1, 0, 2, 0}, {1, 0, 4, 0}, {1, 0, 8, 0}, {2, 0, 1, 0}, {2, 1, 1, 0}};
+    const lspec *Ls = small ? sml : big;
+    const int nL = 3;
+    const int(*vars)[4] = small ? vsml : vbig;
+    const int nvars = small ? (int)(sizeof vsml / sizeof vsml[0]) : (int)(sizeof vbig / sizeof vbig[0]);
     unsigned long long *bad;
     CK(cudaMalloc(&bad, sizeof *bad));
-    for (auto &l : L) {
+    for (int li = 0; li < nL; li++) {
+        const lspec &l = Ls[li];
+        const int W = l.W;
         const int64_t bytes = l.blocklen * l.nblocks, span = l.stride * l.nblocks;
         char *user, *packed, *ref_user, *ref_packed;
         CK(cudaMalloc(&user, span));
@@ -180,75 +242,55 @@ int main(int argc, char **argv)
         CK(cudaMemcpy2D(ref_user, l.stride, ref_packed, l.blocklen, l.blocklen, l.nblocks, cudaMemcpyDeviceToDevice));
         for (int dir = 0; dir < 2; dir++) {
             const bool pack = dir == 0;
-            double t[RUNS];
+            const char *dn = pack ? "pack" : "unpack";
             /* the yardstick: memcpy of the packed bytes */
-            for (int r = -3; r < RUNS; r++) {
-                CK(cudaEventRecord(e0));
-                CK(cudaMemcpyAsync(packed, ref_packed, bytes, cudaMemcpyDeviceToDevice));
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                float ms;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
-                if (r >= 0) t[r] = ms * 1e3;
-            }
-            const double tm = median(t, RUNS);
-            fprintf(csv, "%s,%s,%s,%s,memcpy,0,0,0,%lld,%.2f,%.2f,1.000\n", dev, commit, l.name, pack ? "pack" : "unpack",
-                    (long long)bytes, tm, bytes / tm / 1e3, 1.0);
-            printf("%-10s %-6s memcpy                 %9.1f us %8.1f GB/s\n", l.name, pack ? "pack" : "unpack", tm,
-                   bytes / tm / 1e3);
-            for (auto &v : variants)
-                for (int bps = 4; bps <= 8; bps += 4) {
-                    if (v[0] == 2 && bps == 8) continue;
-                    kfn f = kernel_of(v[0], v[1], v[2], pack);
-                    lay a;
-                    a.user = user;
-                    a.packed = packed;
-                    a.nwords = (uint32_t)(bytes / 16);
-                    a.stride = l.stride;
-                    gdte_fastdiv_init(&a.wpb, (uint64_t)(l.blocklen / 16));
-                    int occ = 0;
-                    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, NT, 0));
-                    if (bps > occ) continue;
-                    const unsigned grid = v[0] == 2 ? (unsigned)((a.nwords + NT - 1) / NT)
-                                                    : (unsigned)(bps * pr.multiProcessorCount);
-                    /* check: unpack into a copy of the poisoned reference user buffer */
-                    if (pack) CK(cudaMemset(packed, 0xa5, bytes));
-                    else {
-                        /* the gaps as ref_user has them, the blocks poisoned */
-                        kfill<<<1024, NT>>>((uint32_t *)user, span / 4, 99);
-                        CK(cudaMemset2D(user, l.stride, 0xa5, l.blocklen, l.nblocks));
-                        CK(cudaMemcpy(packed, ref_packed, bytes, cudaMemcpyDeviceToDevice));
-                    }
-                    f<<<grid, NT>>>(a);
-                    CK(cudaGetLastError());
-                    CK(cudaMemset(bad, 0, sizeof *bad));
-                    if (pack) kcmp<<<1024, NT>>>((const uint4 *)packed, (const uint4 *)ref_packed, bytes / 16, bad);
-                    else kcmp<<<1024, NT>>>((const uint4 *)user, (const uint4 *)ref_user, span / 16, bad);
-                    unsigned long long nbad = 0;
-                    CK(cudaMemcpy(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost));
-                    if (nbad) {
-                        fprintf(stderr, "VERIFY FAILED: %s %s map %d hint %d U %d: %llu words\n", l.name,
-                                pack ? "pack" : "unpack", v[0], v[1], v[2], nbad);
-                        return 1;
-                    }
-                    for (int r = -3; r < RUNS; r++) {
-                        CK(cudaEventRecord(e0));
-                        f<<<grid, NT>>>(a);
-                        CK(cudaEventRecord(e1));
-                        CK(cudaEventSynchronize(e1));
-                        float ms;
-                        CK(cudaEventElapsedTime(&ms, e0, e1));
-                        if (r >= 0) t[r] = ms * 1e3;
-                    }
-                    const double tk = median(t, RUNS);
-                    fprintf(csv, "%s,%s,%s,%s,%d,%d,%d,%d,%lld,%.2f,%.2f,%.3f\n", dev, commit, l.name,
-                            pack ? "pack" : "unpack", v[0], v[1], v[2], v[0] == 2 ? 0 : bps, (long long)bytes, tk,
-                            bytes / tk / 1e3, tm / tk);
-                    printf("%-10s %-6s map %d hint %d U %d bps %d %9.1f us %8.1f GB/s x%.3f\n", l.name,
-                           pack ? "pack" : "unpack", v[0], v[1], v[2], v[0] == 2 ? 0 : bps, tk, bytes / tk / 1e3,
-                           tm / tk);
-                    fflush(stdout);
+            const double tm = time_op([&] { CK(cudaMemcpyAsync(packed, ref_packed, bytes, cudaMemcpyDeviceToDevice, S)); },
+                                      small);
+            fprintf(csv, "%s,%s,%s,%s,%d,memcpy,0,0,0,%lld,%.3f,%.2f,1.000\n", dev, commit, l.name, dn, W,
+                    (long long)bytes, tm, bytes / tm / 1e3);
+            printf("%-10s %-6s memcpy                 %9.2f us %8.1f GB/s\n", l.name, dn, tm, bytes / tm / 1e3);
+            for (int vi = 0; vi < nvars; vi++) {
+                const int map = vars[vi][0], hint = vars[vi][1], u = vars[vi][2], bps = vars[vi][3];
+                kfn f = kernel_of(W, map, hint, u, pack);
+                if (!f) continue;
+                lay a;
+                a.user = user;
+                a.packed = packed;
+                a.nwords = (uint32_t)(bytes / W);
+                a.stride = l.stride;
+                gdte_fastdiv_init(&a.wpb, (uint64_t)(l.blocklen / W));
+                int occ = 0;
+                CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, NT, 0));
+                if (bps > occ) continue;
+                const int64_t per_block = (int64_t)NT * (map == 2 ? 1 : u);
+                const unsigned grid = bps == 0 ? (unsigned)((a.nwords + per_block - 1) / per_block)
+                                               : (unsigned)(bps * pr.multiProcessorCount);
+                /* check: pack into poison; unpack into the reference's gaps with poisoned blocks */
+                if (pack) CK(cudaMemset(packed, 0xa5, bytes));
+                else {
+                    kfill<<<1024, NT>>>((uint32_t *)user, span / 4, 99);
+                    CK(cudaMemset2D(user, l.stride, 0xa5, l.blocklen, l.nblocks));
+                    CK(cudaMemcpy(packed, ref_packed, bytes, cudaMemcpyDeviceToDevice));
                 }
+                f<<<grid, NT>>>(a);
+                CK(cudaGetLastError());
+                CK(cudaMemset(bad, 0, sizeof *bad));
+                if (pack) kcmp<<<1024, NT>>>((const uint4 *)packed, (const uint4 *)ref_packed, bytes / 16, bad);
+                else kcmp<<<1024, NT>>>((const uint4 *)user, (const uint4 *)ref_user, span / 16, bad);
+                unsigned long long nbad = 0;
+                CK(cudaMemcpy(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost));
+                if (nbad) {
+                    fprintf(stderr, "VERIFY FAILED: %s %s map %d hint %d U %d: %llu words\n", l.name, dn, map, hint, u,
+                            nbad);
+                    return 1;
+                }
+                const double tk = time_op([&] { f<<<grid, NT, 0, S>>>(a); }, small);
+                fprintf(csv, "%s,%s,%s,%s,%d,%d,%d,%d,%d,%lld,%.3f,%.2f,%.3f\n", dev, commit, l.name, dn, W, map, hint,
+                        u, bps, (long long)bytes, tk, bytes / tk / 1e3, tm / tk);
+                printf("%-10s %-6s map %d hint %d U %d bps %d (occ %d, grid %u) %9.2f us %8.1f GB/s x%.3f\n", l.name,
+                       dn, map, hint, u, bps, occ, grid, tk, bytes / tk / 1e3, tm / tk);
+                fflush(stdout);
+            }
         }
         CK(cudaFree(user));
         CK(cudaFree(packed));

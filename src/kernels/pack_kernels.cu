@@ -26,7 +26,6 @@
  */
 #include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include "gpu/gpu_compat.h"
 extern "C" {
@@ -676,18 +675,29 @@ template <typename A> static int64_t resident_blocks(void (*kernel)(A), int max_
 
 /* Grid of a kernel that gives each thread (or warp) its own items: one item per thread, a
  * block per `per_block` items, and the hardware's block scheduler fills the SMs wave after
- * wave. bench/flatlab (H100, 2026-11-24): FLAT's mapping launched so runs at 1.00-1.01 of
- * cudaMemcpy on a contiguous 512 MiB copy and on V, and unpacks V64 at 0.85, where a resident
- * grid looping over the stream (4 words in flight per thread, either order, 4 or 8 blocks per
- * SM, with or without streaming cache hints) stays at 0.94-0.95 and 0.77-0.79. The caller's
- * cap (GDTE_MAX_BLOCKS) turns it back into a loop over fewer blocks, as does the limit of
- * 2^32 threads in a grid's x dimension (HIP's). */
+ * wave. The caller's cap (GDTE_MAX_BLOCKS) turns it back into a grid-stride loop over fewer
+ * blocks, as does the limit of 2^32 threads in a grid's x dimension (HIP's). */
 static int64_t item_grid(int64_t nitems, int per_block, int max_blocks)
 {
     int64_t nb = (nitems + per_block - 1) / per_block;
     if (max_blocks > 0 && max_blocks < nb) nb = max_blocks;
     if (nb > (int64_t)(UINT32_MAX / NT)) nb = (int64_t)(UINT32_MAX / NT);
     return nb < 1 ? 1 : nb;
+}
+
+/* Grid of FLAT and COPY for nwords words. Streams that one resident wave covers with at most
+ * FLAT_U words per thread run as that wave, every load of a thread issued before its stores
+ * (latency-bound sizes: face_x packs in 5.2 us so, 6.6 us as two waves of one word per
+ * thread). Longer streams get a word per thread (item_grid). bench/flatlab, H100, 2026-11-24:
+ * so launched, FLAT's mapping copies 512 MiB at 1.00-1.01 of cudaMemcpy and packs V at 1.00,
+ * where a resident grid looping over the stream (4 or 8 words in flight per thread, grid- or
+ * block-ordered, 4 or 8 blocks per SM, with or without streaming cache hints) stays at
+ * 0.93-0.95; it unpacks V64 at 0.85 against 0.77-0.79. */
+template <typename A> static int64_t flat_grid(void (*kernel)(A), int64_t nwords, int max_blocks)
+{
+    const int64_t wave = resident_blocks(kernel, max_blocks);
+    if (max_blocks > 0 || nwords <= wave * NT * FLAT_U) return item_grid(imin(nwords, wave * NT), NT, 0);
+    return item_grid(nwords, NT, 0);
 }
 
 /* Word width for STRIDED/TILED: the user side's addresses are user + disp + sum(i*stride),
@@ -913,8 +923,7 @@ static gdte_status_t run_flat(const gdte_layout_t *L0, gdte_dir_t dir, char *use
     const int64_t nwords = (a.e.hi - a.e.lo) / W;
     flat_fn k = dir == GDTE_DIR_PACK ? flat_kernel<GDTE_DIR_PACK>(W, a.L.ndims, narrow)
                                      : flat_kernel<GDTE_DIR_UNPACK>(W, a.L.ndims, narrow);
-    /* A word per thread (item_grid); FLAT_U words per round only under a cap. */
-    GDTE_LAUNCH(dim3((unsigned)item_grid(nwords, NT, max_blocks)), dim3(NT), s, a, k);
+    GDTE_LAUNCH(dim3((unsigned)flat_grid(k, nwords, max_blocks)), dim3(NT), s, a, k);
     return launch_check("flat");
 }
 
@@ -961,7 +970,7 @@ extern "C" gdte_status_t gdte_gpu_exec_copy(const gdte_layout_t *Ls, const void 
     last_variant = GDTE_KVAR_COPY;
     last_word = W;
     const int64_t nwords = (a.hi - a.lo) / W;
-    GDTE_LAUNCH(dim3((unsigned)item_grid(nwords, NT, max_blocks)), dim3(NT), (hipStream_t)stream, a, k);
+    GDTE_LAUNCH(dim3((unsigned)flat_grid(k, nwords, max_blocks)), dim3(NT), (hipStream_t)stream, a, k);
     return launch_check("copy");
 }
 
@@ -1057,24 +1066,18 @@ static gdte_status_t run_dev(const gdte_layout_t *L, const gdte_gpu_exec_opts_t 
         a.npairs = (rep_hi - a.rep_lo + 1) * a.nu;
     }
     if (a.npairs <= 0) return GDTE_OK;
-    static int lab = -1;
-    if (lab < 0) lab = getenv("GDTE_LAB_DEV_GRID") ? atoi(getenv("GDTE_LAB_DEV_GRID")) : 0;
     if (v == GDTE_KVAR_DEV_THREAD) {
         dev_fn k = dir == GDTE_DIR_PACK ? k_dev_thread<GDTE_DIR_PACK> : k_dev_thread<GDTE_DIR_UNPACK>;
         int64_t nb = imin(resident_blocks(k, max_blocks), (a.npairs + NT - 1) / NT);
-        if (lab) nb = item_grid(a.npairs, NT, max_blocks);
         GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), s, a, k);
         return launch_check("dev_thread");
     }
     dev_fn k = dir == GDTE_DIR_PACK ? k_dev_warp<GDTE_DIR_PACK> : k_dev_warp<GDTE_DIR_UNPACK>;
-    /* Units differ in length (a column's last piece): blocks that finish early are replaced
-     * by waiting ones, so this grid asks for two blocks per resident one (measured better on
-     * the triangle than exactly the resident count). */
-    int64_t cap = resident_blocks(k, 0) * 2;
-    if (max_blocks > 0 && max_blocks < cap) cap = max_blocks;
-    int64_t nb = imin(cap, (a.npairs + NT / 32 - 1) / (NT / 32));
-    if (lab) nb = item_grid(a.npairs, NT / 32, max_blocks);
-    GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), s, a, k);
+    /* A warp per pair (item_grid). Units differ in length (a column's last piece), and blocks
+     * that finish early are replaced by waiting ones. H100, bench/pack, 2026-11-24: the
+     * triangle packs at 0.95 of cudaMemcpy so, against 0.88 with a grid of twice the resident
+     * blocks looping over the pairs (which was itself better than exactly the resident grid). */
+    GDTE_LAUNCH(dim3((unsigned)item_grid(a.npairs, NT / 32, max_blocks)), dim3(NT), s, a, k);
     return launch_check("dev_warp");
 }
 
@@ -1105,12 +1108,9 @@ extern "C" gdte_status_t gdte_gpu_exec_copy_units(const gdte_layout_t *L, const 
     a.nu = L->nunits;
     a.npairs = ((offset + len - 1) / L->rep_bytes - a.rep_lo + 1) * a.nu;
     dev_fn k = k_dev_warp<DEV_COPY>;
-    int64_t cap = resident_blocks(k, 0) * 2;
-    if (max_blocks > 0 && max_blocks < cap) cap = max_blocks;
-    int64_t nb = imin(cap, (a.npairs + NT / 32 - 1) / (NT / 32));
     last_variant = GDTE_KVAR_COPY;
     last_word = 0;
-    GDTE_LAUNCH(dim3((unsigned)nb), dim3(NT), (hipStream_t)stream, a, k);
+    GDTE_LAUNCH(dim3((unsigned)item_grid(a.npairs, NT / 32, max_blocks)), dim3(NT), (hipStream_t)stream, a, k);
     return launch_check("copy_units");
 }
 
