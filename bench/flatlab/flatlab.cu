@@ -26,6 +26,7 @@
  * intrinsics, and the lab's answer is carried into the one-source kernel by hand.
  */
 #include <cuda_runtime.h>
+#include "gdte.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,22 @@ template <int W> __device__ __forceinline__ char *uaddr(const lay &a, uint32_t i
 {
     uint32_t b = gdte_fastdiv32(&a.wpb, i);
     return a.user + (int64_t)(i - b * (uint32_t)a.wpb.d) * W + (int64_t)b * a.stride;
+}
+
+/* The same arguments padded to the size of FLAT's (about 600 bytes: a layout, the edges and
+ * one prepared division per dimension), for map 3. */
+struct lay_big {
+    lay a;
+    char pad[560];
+};
+template <int W, bool PACK> __global__ void __launch_bounds__(NT) k_big(const lay_big b)
+{
+    const lay &a = b.a;
+    uint32_t i = blockIdx.x * NT + threadIdx.x;
+    if (i >= a.nwords) return;
+    char *u = uaddr<W>(a, i), *p = a.packed + (int64_t)i * W;
+    if (PACK) *reinterpret_cast<typename wt<W>::t *>(p) = *reinterpret_cast<const typename wt<W>::t *>(u);
+    else *reinterpret_cast<typename wt<W>::t *>(u) = *reinterpret_cast<const typename wt<W>::t *>(p);
 }
 
 /* PACK: user -> packed; else packed -> user. */
@@ -203,6 +220,10 @@ int main(int argc, char **argv)
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     CK(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+    if (gdte_init(NULL) != GDTE_OK) {
+        fprintf(stderr, "flatlab: gdte_init failed\n");
+        return 1;
+    }
     struct lspec {
         const char *name;
         int64_t blocklen, stride, nblocks;
@@ -291,6 +312,52 @@ int main(int argc, char **argv)
                        dn, map, hint, u, bps, occ, grid, tk, bytes / tk / 1e3, tm / tk);
                 fflush(stdout);
             }
+            /* map 3: map 2 with FLAT-sized arguments; gdte: the library's own pack of this layout */
+            {
+                lay_big b;
+                memset(&b, 0, sizeof b);
+                b.a.user = user;
+                b.a.packed = packed;
+                b.a.nwords = (uint32_t)(bytes / W);
+                b.a.stride = l.stride;
+                gdte_fastdiv_init(&b.a.wpb, (uint64_t)(l.blocklen / W));
+                void (*f)(const lay_big) = W == 8 ? (pack ? k_big<8, true> : k_big<8, false>)
+                                                  : (pack ? k_big<16, true> : k_big<16, false>);
+                const unsigned grid = (unsigned)((b.a.nwords + NT - 1) / NT);
+                const double tk = time_op([&] { f<<<grid, NT, 0, S>>>(b); }, small);
+                fprintf(csv, "%s,%s,%s,%s,%d,3,0,1,0,%lld,%.3f,%.2f,%.3f\n", dev, commit, l.name, dn, W,
+                        (long long)bytes, tk, bytes / tk / 1e3, tm / tk);
+                printf("%-10s %-6s map 3 (FLAT-sized arguments)          %9.2f us %8.1f GB/s x%.3f\n", l.name, dn, tk,
+                       bytes / tk / 1e3, tm / tk);
+            }
+            {
+                gdte_type_h t = NULL, v = NULL;
+                if (gdte_type_create_vector(l.nblocks, l.blocklen / 8, l.stride / 8, gdte_type_predefined(GDTE_BASIC_DOUBLE),
+                                            &v) != GDTE_OK ||
+                    gdte_type_commit(v) != GDTE_OK) {
+                    fprintf(stderr, "flatlab: could not build the gdte type\n");
+                    return 1;
+                }
+                t = v;
+                gdte_pack_params_t p = {GDTE_PACK_FIELD_STREAM | GDTE_PACK_FIELD_FLAGS, 0, 0, (gdte_stream_t)S,
+                                        GDTE_PACK_FLAG_ASYNC};
+                int64_t done;
+                const double tk = time_op(
+                    [&] {
+                        gdte_status_t st = pack ? gdte_pack(user, 1, t, packed, bytes, &p, &done)
+                                                : gdte_unpack(packed, bytes, user, 1, t, &p, &done);
+                        if (st != GDTE_OK || done != bytes) {
+                            fprintf(stderr, "flatlab: gdte failed: %s\n", gdte_status_string(st));
+                            exit(1);
+                        }
+                    },
+                    small);
+                fprintf(csv, "%s,%s,%s,%s,%d,gdte,0,0,0,%lld,%.3f,%.2f,%.3f\n", dev, commit, l.name, dn, W,
+                        (long long)bytes, tk, bytes / tk / 1e3, tm / tk);
+                printf("%-10s %-6s gdte_pack/unpack                    %9.2f us %8.1f GB/s x%.3f\n", l.name, dn, tk,
+                       bytes / tk / 1e3, tm / tk);
+                gdte_type_free(&t);
+            }
         }
         CK(cudaFree(user));
         CK(cudaFree(packed));
@@ -298,5 +365,6 @@ int main(int argc, char **argv)
         CK(cudaFree(ref_user));
     }
     fclose(csv);
+    gdte_finalize();
     return 0;
 }

@@ -412,6 +412,14 @@ template <int W, int DIR, int ND, bool NARROW> __global__ void __launch_bounds__
     const int64_t step = (int64_t)gridDim.x * NT, whi = a.e.hi / W;
     char *const pb = a.e.pbase;
     int64_t i = a.e.lo / W + (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (a.e.lo / W + step >= whi) { /* a word per thread (flat_grid): no loop, no round */
+        if (i < whi) {
+            char *u = flat_user<W, ND, NARROW>(a, i);
+            if (DIR == GDTE_DIR_PACK) st<W>(pb + i * W, ld<W>(u));
+            else st<W>(u, ld<W>(pb + i * W));
+        }
+        return;
+    }
     for (; i + (FLAT_U - 1) * step < whi; i += FLAT_U * step) {
         char *u[FLAT_U];
         T v[FLAT_U];
@@ -467,6 +475,10 @@ template <int W, bool NARROW> __global__ void __launch_bounds__(NT, 4) k_copy(co
     }
     const int64_t step = (int64_t)gridDim.x * NT, whi = a.hi / W;
     int64_t i = a.lo / W + (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (a.lo / W + step >= whi) { /* a word per thread (flat_grid) */
+        if (i < whi) st<W>(flat_user<W, 0, NARROW>(a.d, i), ld<W>(flat_user<W, 0, NARROW>(a.s, i)));
+        return;
+    }
     for (; i + (FLAT_U - 1) * step < whi; i += FLAT_U * step) {
         T v[FLAT_U];
 #pragma unroll

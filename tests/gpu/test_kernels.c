@@ -228,6 +228,24 @@ int main(void)
             if (a) gdte_type_free(&a);
             if (b) gdte_type_free(&b);
         }
+    /* Units layouts buffer to buffer on the fixed shapes too (triangle, struct, irregular long
+     * blocks), so that the check does not hang on the random pool making one at small
+     * GDTE_TEST_ITERS (the sanitizer runs use 12). */
+    static const rt_shape_t unit_shapes[] = {RT_SHAPE_TRIANGLE, RT_SHAPE_STRUCT, RT_SHAPE_LONGIDX};
+    for (size_t k = 0; k < sizeof unit_shapes / sizeof unit_shapes[0]; k++) {
+        char da[512];
+        const rt_shape_t sh = unit_shapes[k];
+        gdte_type_h t = rt_shape_type(sh, sizes[sh] * SIZE_SCALE, da, sizeof da);
+        if (!t) {
+            printf("FAIL: could not build shape %d\n", (int)sh);
+            fails++;
+            continue;
+        }
+        int64_t before = st.cases;
+        fails += kc_check_copy_units(&ops, t, 2, seed + 2000 + (uint64_t)sh, da, &st);
+        unit_copies += st.cases > before;
+        gdte_type_free(&t);
+    }
     printf("layout-to-layout copies checked: %d pairs; same-layout units copies: %d types\n", copies, unit_copies);
     if (!unit_copies) {
         printf("FAIL: no units layout was copied buffer to buffer\n");
