@@ -1,26 +1,26 @@
 /*
  * flatlab: how a copy kernel should map threads to words, measured against cudaMemcpy.
  *
- * The FLAT kernel (src/kernels/pack_kernels.cu) runs at 0.93 of cudaMemcpy even on a plain
- * contiguous 512 MiB copy (bench/pack, layout contig512), which caps V, V64 and T. This lab
- * times the candidate mappings on one-dimensional strided layouts (blocks of `blocklen` bytes
- * every `stride` bytes; contiguous when the two are equal), with FLAT's own index arithmetic
- * (one fastdiv per word), so that the winner can replace FLAT's loop:
+ * Made when the FLAT kernel (src/kernels/pack_kernels.cu) ran at 0.93 of cudaMemcpy even on a
+ * plain contiguous 512 MiB copy (bench/pack, layout contig512). It times candidate mappings on
+ * one-dimensional strided layouts (blocks of `blocklen` bytes every `stride` bytes; contiguous
+ * when the two are equal), with FLAT's own index arithmetic (one fastdiv per word):
  *   map 0  grid-strided: thread t moves words t, t + T, ..., U of them loaded before any is
- *          stored (FLAT today)
+ *          stored (FLAT's loop, which it keeps under a GDTE_MAX_BLOCKS cap)
  *   map 1  block-contiguous: a block's round covers U * NT consecutive words, thread t taking
  *          t, t + NT, ...; rounds stride through the stream by the grid
- *   map 2  one word per thread, one block per NT words, no loop (as many blocks as it takes)
+ *   map 2  one word per thread, one block per NT words, no loop (FLAT's grid since 11da4a0)
+ *   map 3  map 2 with arguments padded to the size of FLAT's (is argument size a cost?)
+ *   gdte   gdte_pack / gdte_unpack of the same layout, timed alike
  *   hint   1: streaming cache hints (evict-first loads and stores); 0: plain accesses
- *   grid   resident blocks per SM for maps 0 and 1 (4 or 8)
  *   grid   resident blocks per SM for maps 0 and 1 (4 or 8); 0: one round, a block per U * NT
  *          words (small layouts)
  * Layouts: contig512, V, V64 (large: one operation per sample) and, with `small`, face_x (8-byte
  * words 4 KiB apart), face_y (4 KiB blocks 2 MiB apart) and contig2m (2 MiB): 20 operations
  * captured into a graph per sample, as bench/pack times layouts under 16 MiB.
  * Each variant's output is compared on the device with memcpy-made reference data before it is
- * timed. CSV: device,commit,layout,direction,map,hint,unroll,blocks_per_sm,bytes,median_us,
- * gbps,ratio_to_memcpy.
+ * timed. CSV: device,commit,layout,direction,word,map,hint,unroll,blocks_per_sm,bytes,
+ * median_us,gbps,ratio_to_memcpy.
  *
  * Usage: flatlab OUT.csv [small]   (commit from GDTE_COMMIT). CUDA only: the hints are CUDA
  * intrinsics, and the lab's answer is carried into the one-source kernel by hand.

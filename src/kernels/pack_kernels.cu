@@ -708,8 +708,8 @@ static int64_t item_grid(int64_t nitems, int per_block, int max_blocks)
 template <typename A> static int64_t flat_grid(void (*kernel)(A), int64_t nwords, int max_blocks)
 {
     const int64_t wave = resident_blocks(kernel, max_blocks);
-    if (max_blocks > 0 || nwords <= wave * NT * FLAT_U) return item_grid(imin(nwords, wave * NT), NT, 0);
-    return item_grid(nwords, NT, 0);
+    const bool one_wave = max_blocks > 0 || nwords <= wave * NT * FLAT_U;
+    return item_grid(one_wave ? imin(nwords, wave * NT) : nwords, NT, 0);
 }
 
 /* Word width for STRIDED/TILED: the user side's addresses are user + disp + sum(i*stride),

@@ -229,7 +229,7 @@ int main(void)
             if (b) gdte_type_free(&b);
         }
     /* Units layouts buffer to buffer on the fixed shapes too (triangle, struct, irregular long
-     * blocks), so that the check does not hang on the random pool making one at small
+     * blocks), so that the check does not depend on the random pool making one at small
      * GDTE_TEST_ITERS (the sanitizer runs use 12). */
     static const rt_shape_t unit_shapes[] = {RT_SHAPE_TRIANGLE, RT_SHAPE_STRUCT, RT_SHAPE_LONGIDX};
     for (size_t k = 0; k < sizeof unit_shapes / sizeof unit_shapes[0]; k++) {
