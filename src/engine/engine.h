@@ -6,7 +6,7 @@
 #define GDTE_ENGINE_H
 
 #include "gdte.h"
-#include "../kernels/layout.h"
+#include "layout.h"
 #include "../util/util.h"
 
 /* Make the execution layout of `count` elements of a committed type: the plan with the count

@@ -4,7 +4,7 @@
 #define GDTE_DEVPLAN_H
 #include "gdte.h"
 #include "kernels.h"
-#include "layout.h"
+#include "engine/layout.h"
 
 /* Device pointer to the type's units on the current device, uploading them on first use.
  * Returns once the units are on the device (usable from any stream). The pointer stays valid

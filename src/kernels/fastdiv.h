@@ -11,7 +11,7 @@
 #define GDTE_KERNELS_FASTDIV_H
 
 #include <stdint.h>
-#include "layout.h" /* GDTE_HD */
+#include "engine/layout.h" /* GDTE_HD */
 
 typedef struct gdte_fastdiv {
     uint64_t d;        /* the divisor, >= 1 */

@@ -7,7 +7,7 @@
 #define GDTE_KERNELS_H
 
 #include "gdte.h"
-#include "layout.h"
+#include "engine/layout.h"
 
 typedef enum { GDTE_DIR_PACK = 0, GDTE_DIR_UNPACK = 1 } gdte_dir_t;
 

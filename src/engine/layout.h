@@ -4,8 +4,8 @@
  * the host backend and the GPU kernels include this same file, so both interpret a plan the
  * same way.
  */
-#ifndef GDTE_KERNELS_LAYOUT_H
-#define GDTE_KERNELS_LAYOUT_H
+#ifndef GDTE_ENGINE_LAYOUT_H
+#define GDTE_ENGINE_LAYOUT_H
 
 #include <stdint.h>
 
