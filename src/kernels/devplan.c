@@ -21,10 +21,16 @@
  *
  * Locking: one mutex over the LRU list, the per-type slots and the counters. Uploads happen
  * under it; they are rare, and two threads must not upload the same plan twice.
+ *
+ * Lists: the LRU list (doubly linked, utlist DL_*: its head's prev is the tail, the oldest),
+ * a type's entries (utlist LL_* over `sibling`) and each device's free ranges (LL_*) come from
+ * utlist (uthash-dev, as uthash elsewhere). Our own code keeps only what utlist has no word
+ * for: merging a freed range with its neighbours in address order.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 #include "devplan.h"
 #include "memquery.h"
 #include "engine/engine.h"
@@ -39,7 +45,7 @@
 typedef struct dp_slot dp_slot_t;
 
 typedef struct dp_entry {
-    struct dp_entry *prev, *next; /* LRU list, most recent first */
+    struct dp_entry *prev, *next; /* LRU list (utlist DL), most recent first */
     struct dp_entry *sibling;     /* next entry of the same type (other devices) */
     dp_slot_t *slot;
     int device;
@@ -64,7 +70,7 @@ typedef struct dp_range {
     char *p;
     size_t n;
     int slab;
-    struct dp_range *next; /* free list, by address */
+    struct dp_range *next; /* free list (utlist LL), by address */
 } dp_range_t;
 
 typedef struct dp_device {
@@ -78,21 +84,26 @@ typedef struct dp_device {
 } dp_device_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static dp_entry_t *lru_head, *lru_tail;
+static dp_entry_t *lru_head; /* most recent; lru_head->prev is the least recent (utlist DL) */
 static int64_t cached_bytes, nentries, uploads, evictions, hits, misses;
 static dp_device_t devices[MAX_DEVICES];
 
+/* Give [p, p+n) of `slab` back to the free list, merged with the ranges it touches. */
 static void range_insert(dp_device_t *d, char *p, size_t n, int slab)
 {
-    dp_range_t **pp = &d->free_list;
-    while (*pp && (*pp)->p < p) pp = &(*pp)->next;
-    dp_range_t *next = *pp, *prev = NULL;
-    for (dp_range_t *r = d->free_list; r && r != next; r = r->next) prev = r;
+    dp_range_t *r, *prev = NULL, *next = NULL;
+    LL_FOREACH(d->free_list, r) {
+        if (r->p >= p) {
+            next = r;
+            break;
+        }
+        prev = r;
+    }
     if (prev && prev->slab == slab && prev->p + prev->n == p) { /* grow the one before */
         prev->n += n;
         if (next && next->slab == slab && prev->p + prev->n == next->p) {
             prev->n += next->n;
-            prev->next = next->next;
+            LL_DELETE(d->free_list, next);
             free(next);
         }
         return;
@@ -102,10 +113,12 @@ static void range_insert(dp_device_t *d, char *p, size_t n, int slab)
         next->n += n;
         return;
     }
-    dp_range_t *r = malloc(sizeof *r);
-    if (!r) return; /* the range is lost to the pool until finalize: harmless */
-    *r = (dp_range_t){p, n, slab, next};
-    *pp = r;
+    if (!(r = malloc(sizeof *r))) return; /* the range is lost to the pool until finalize: harmless */
+    *r = (dp_range_t){p, n, slab, NULL};
+    if (prev)
+        LL_APPEND_ELEM(d->free_list, prev, r);
+    else
+        LL_PREPEND(d->free_list, r);
 }
 
 static gdte_status_t pool_alloc(int dev, size_t n, void **p_out)
@@ -113,14 +126,14 @@ static gdte_status_t pool_alloc(int dev, size_t n, void **p_out)
     if (dev < 0 || dev >= MAX_DEVICES) return GDTE_ERR_INVALID_ARG;
     dp_device_t *d = &devices[dev];
     n = (n + 255) & ~(size_t)255;
-    for (dp_range_t **pp = &d->free_list; *pp; pp = &(*pp)->next) {
-        dp_range_t *r = *pp;
+    dp_range_t *r;
+    LL_FOREACH(d->free_list, r) { /* first fit */
         if (r->n < n) continue;
         *p_out = r->p;
         r->p += n;
         r->n -= n;
         if (!r->n) {
-            *pp = r->next;
+            LL_DELETE(d->free_list, r);
             free(r);
         }
         return GDTE_OK;
@@ -149,20 +162,11 @@ static void pool_free(int dev, void *p, size_t n)
     range_insert(d, (char *)p, n, k);
 }
 
-static void lru_unlink(dp_entry_t *e)
-{
-    if (e->prev) e->prev->next = e->next; else lru_head = e->next;
-    if (e->next) e->next->prev = e->prev; else lru_tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void lru_push_front(dp_entry_t *e)
-{
-    e->prev = NULL;
-    e->next = lru_head;
-    if (lru_head) lru_head->prev = e; else lru_tail = e;
-    lru_head = e;
-}
+static void lru_unlink(dp_entry_t *e) { DL_DELETE(lru_head, e); }
+static void lru_push_front(dp_entry_t *e) { DL_PREPEND(lru_head, e); }
+/* The least recently used entry, and the next older than `e` (NULL past the oldest). */
+static dp_entry_t *lru_oldest(void) { return lru_head ? lru_head->prev : NULL; }
+static dp_entry_t *lru_newer(dp_entry_t *e) { return e == lru_head ? NULL : e->prev; }
 
 /* Free an entry's device memory. Freeing synchronizes with the device, so a kernel still
  * reading these units finishes first. */
@@ -180,12 +184,7 @@ static void entry_destroy(dp_entry_t *e)
     free(e);
 }
 
-static void slot_unlink(dp_entry_t *e)
-{
-    dp_entry_t **pp = &e->slot->entries;
-    while (*pp && *pp != e) pp = &(*pp)->sibling;
-    if (*pp) *pp = e->sibling;
-}
+static void slot_unlink(dp_entry_t *e) { LL_DELETE2(e->slot->entries, e, sibling); }
 
 /* Runs when the type is destroyed. */
 static void slot_free(void *p)
@@ -194,7 +193,7 @@ static void slot_free(void *p)
     pthread_mutex_lock(&lock);
     while (s->entries) {
         dp_entry_t *e = s->entries;
-        s->entries = e->sibling;
+        LL_DELETE2(s->entries, e, sibling);
         lru_unlink(e);
         entry_destroy(e);
     }
@@ -206,18 +205,16 @@ static void evict_to_limit(const dp_entry_t *keep)
 {
     int64_t limit = gdte_knob(GDTE_KNOB_CACHE_MAX);
     if (limit <= 0) return;
-    dp_entry_t *e = lru_tail;
+    dp_entry_t *e = lru_oldest();
     while (cached_bytes > limit && e) {
-        dp_entry_t *prev = e->prev;
-        if (e == keep || e->pins) {
-            e = prev;
-            continue;
+        dp_entry_t *newer = lru_newer(e);
+        if (e != keep && !e->pins) {
+            lru_unlink(e);
+            slot_unlink(e);
+            entry_destroy(e);
+            evictions++;
         }
-        lru_unlink(e);
-        slot_unlink(e);
-        entry_destroy(e);
-        evictions++;
-        e = prev;
+        e = newer;
     }
 }
 
@@ -248,7 +245,8 @@ static dp_entry_t *lookup(gdte_type_h type, int dev, dp_slot_t **slot_p)
         gdte_type_set_backend_slot(type, s, slot_free);
     }
     *slot_p = s;
-    for (dp_entry_t *e = s->entries; e; e = e->sibling) {
+    dp_entry_t *e;
+    LL_FOREACH2(s->entries, e, sibling) {
         if (e->device == dev) {
             if (e != lru_head) {
                 lru_unlink(e);
@@ -269,22 +267,15 @@ static gdte_status_t entry_new(dp_slot_t *s, int dev, int64_t nunits, int64_t nr
     e->device = dev;
     e->bytes = nunits * (int64_t)sizeof(gdte_unit_t) + nruns * (int64_t)sizeof(gdte_run_t);
     gdte_status_t st = pool_alloc(dev, (size_t)e->bytes, (void **)&e->dunits);
-    if (st == GDTE_ERR_NO_DEVICE_MEMORY && lru_tail) {
-        /* Make room from the cache before giving up. */
-        dp_entry_t *v = lru_tail;
-        while (v && st == GDTE_ERR_NO_DEVICE_MEMORY) {
-            dp_entry_t *prev = v->prev;
-            if (v->pins) {
-                v = prev;
-                continue;
-            }
-            lru_unlink(v);
-            slot_unlink(v);
-            entry_destroy(v);
-            evictions++;
-            st = pool_alloc(dev, (size_t)e->bytes, (void **)&e->dunits);
-            v = prev;
-        }
+    /* Make room from the cache, oldest first, before giving up. */
+    for (dp_entry_t *v = lru_oldest(), *newer; v && st == GDTE_ERR_NO_DEVICE_MEMORY; v = newer) {
+        newer = lru_newer(v);
+        if (v->pins) continue;
+        lru_unlink(v);
+        slot_unlink(v);
+        entry_destroy(v);
+        evictions++;
+        st = pool_alloc(dev, (size_t)e->bytes, (void **)&e->dunits);
     }
     if (st != GDTE_OK) {
         free(e);
@@ -296,8 +287,7 @@ static gdte_status_t entry_new(dp_slot_t *s, int dev, int64_t nunits, int64_t nr
 
 static void entry_publish(dp_slot_t *s, dp_entry_t *e)
 {
-    e->sibling = s->entries;
-    s->entries = e;
+    LL_PREPEND2(s->entries, e, sibling);
     lru_push_front(e);
     cached_bytes += e->bytes;
     nentries++;
@@ -432,11 +422,15 @@ void gdte_devplan_unpin(gdte_type_h type, int dev)
 {
     pthread_mutex_lock(&lock);
     dp_slot_t *s = gdte_type_backend_slot(type);
-    for (dp_entry_t *e = s ? s->entries : NULL; e; e = e->sibling)
-        if (e->device == dev && e->pins > 0) {
-            e->pins--;
-            break;
+    dp_entry_t *e;
+    if (s) {
+        LL_FOREACH2(s->entries, e, sibling) {
+            if (e->device == dev && e->pins > 0) {
+                e->pins--;
+                break;
+            }
         }
+    }
     pthread_mutex_unlock(&lock);
 }
 
@@ -603,9 +597,9 @@ void gdte_devplan_finalize(void)
         }
     }
     for (int i = 0; i < MAX_DEVICES; i++) {
-        while (devices[i].free_list) {
-            dp_range_t *r = devices[i].free_list;
-            devices[i].free_list = r->next;
+        dp_range_t *r, *tmp;
+        LL_FOREACH_SAFE(devices[i].free_list, r, tmp) {
+            LL_DELETE(devices[i].free_list, r);
             free(r);
         }
     }
