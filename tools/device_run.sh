@@ -359,6 +359,77 @@ section_bench_halo3d() {
 }
 # ==== end of MPI block ===========================================================================
 
+# bench/mpi (OSU-style latency and bw of contig / vector / indexed device messages, 2 ranks, with
+# the raw CUDA IPC baseline measured in the same run): not in DEFAULT_SECTIONS, run it with
+# DEVICE_SECTIONS=bench_mpi. Rows go to $OUT/mpi-<device>.csv:
+#   mpi=plain               the image's MPI (not GPU-aware) under gdte's interposer;
+#   mpi=gpu-aware-mpi-only  when .deps/ompi-cuda/env.sh exists (a GPU-aware Open MPI; sourcing it
+#                           sets PATH, LD_LIBRARY_PATH, OPAL_PREFIX): the benchmark built alone
+#                           with that mpicc (+ nvcc for the backend) and run on it, ob1 + smcuda;
+#   mpi=gpu-aware           the same with gdte's interposer built against that MPI
+#                           ($DEVICE_OMPI_CUDA_GDTE, default build-device-mpi-ompicuda/src/mpi/
+#                           libgdte_mpi.so); skipped while there is no such build.
+# Environment: DEVICE_MPIBENCH_ARGS (extra options, e.g. "--sizes 1K,4M --budget 1"),
+# DEVICE_MPIBENCH_TIMEOUT (seconds per run, default 300), DEVICE_MPIBENCH_OMPI_BUILD.
+section_bench_mpi() {
+  mpi_build || return
+  local ng dev csv args=()
+  ng=$(nvidia-smi -L 2>/dev/null | wc -l)
+  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' -' '\n\n' | grep -m1 -E '^[A-Z]+[0-9]')
+  dev=$(echo "${dev:-gpu}" | tr 'A-Z' 'a-z')
+  csv="$OUT/mpi-${dev}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
+  rm -f "$csv"
+  read -r -a args <<<"${DEVICE_MPIBENCH_ARGS:-}"
+  # mpibench_run <mpi label> <binary> <mpirun> [mpirun options...]: one run, rows appended to $csv.
+  mpibench_run() {
+    local label=$1 bin=$2 log="$OUT/mpibench-$1.log" rc
+    shift 2
+    timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" "$@" -np 2 --oversubscribe --bind-to none -x GDTE_COMMIT \
+      "$bin" --mem device --mpi-label "$label" --csv "$csv" "${args[@]}" >"$log" 2>&1
+    rc=$?
+    grep -v "^\[gdte" "$log" | tail -60
+    case $rc in
+      0) record "bench_mpi:$label" ok "$(grep -cE "^$label +(latency|bw) " "$log") rows, $(basename "$csv")" ;;
+      124) record "bench_mpi:$label" FAIL "timeout (${DEVICE_MPIBENCH_TIMEOUT:-300} s), partial CSV kept" ;;
+      *) record "bench_mpi:$label" FAIL "rc=$rc, see $(basename "$log")"; grep -m3 "VERIFY" "$log" | tee -a "$SUMMARY" ;;
+    esac
+  }
+  mpibench_run plain "$MPI_BUILD/bench/mpi/mpibench" mpirun -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
+  if [ -f .deps/ompi-cuda/env.sh ]; then
+    (
+      # shellcheck disable=SC1091
+      . .deps/ompi-cuda/env.sh
+      local bdir=${DEVICE_MPIBENCH_OMPI_BUILD:-build-device-mpibench-ompicuda} cuda lib smcuda
+      local log="$OUT/mpibench_ompicuda_build.log"
+      cuda=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+      mkdir -p "$bdir"
+      {
+        echo "== $(command -v mpicc): $(mpirun --version 2>&1 | head -1)"
+        nvcc -O2 -arch=sm_90 -c bench/mpi/mpibench_cuda.cu -o "$bdir/mpibench_cuda.o" &&
+          mpicc -O2 -Wall -DMPIBENCH_CUDA -I"$cuda/include" bench/mpi/mpibench.c "$bdir/mpibench_cuda.o" \
+            -L"$cuda/lib64" -L"$cuda/targets/x86_64-linux/lib" -Wl,-rpath,"$cuda/lib64" -lcudart -lstdc++ \
+            -o "$bdir/mpibench"
+      } >"$log" 2>&1 || { record bench_mpi:ompi-cuda FAIL "build, see $(basename "$log")"; tail -20 "$log"; exit 0; }
+      smcuda=(--mca pml ob1 --mca btl self,vader,smcuda)
+      mpibench_run gpu-aware-mpi-only "$bdir/mpibench" mpirun "${smcuda[@]}"
+      lib=${DEVICE_OMPI_CUDA_GDTE:-build-device-mpi-ompicuda/src/mpi/libgdte_mpi.so}
+      if [ -f "$lib" ]; then
+        mpibench_run gpu-aware "$bdir/mpibench" mpirun "${smcuda[@]}" -x LD_PRELOAD="$(readlink -f "$lib")"
+      else
+        record bench_mpi:gpu-aware skip "no gdte interposer built against that MPI ($lib)"
+      fi
+    )
+  else
+    record bench_mpi:gpu-aware skip "no .deps/ompi-cuda/env.sh"
+  fi
+  [ -s "$csv" ] || return
+  echo "== bench/mpi: ratio to raw CUDA IPC ($(basename "$csv")); targets (mpi=plain, one GPU): bw at 4 MiB" \
+    ">= 0.85 contig, 0.80 vector, 0.75 indexed; latency at 1 KiB >= 0.80 and <= 45 us ==" | tee -a "$SUMMARY"
+  awk -F, 'NR > 1 && (($5 == "bw" && $7 == 4194304) || ($5 == "latency" && $7 == 1024)) {
+             printf "%-20s %-8s %-8s %9d B %10.2f us %9.3f GB/s  x%s\n", $4, $5, $6, $7, $8, $9, $10 }' "$csv" |
+    tee -a "$SUMMARY"
+}
+
 for s in $SECTIONS; do
   if declare -F "section_$s" >/dev/null; then "section_$s"; else record "$s" skip "no such section"; fi
 done

@@ -5,6 +5,8 @@
                          cudaMemcpy of the same bytes
   pingpong-<device>.csv  bandwidth per layout/protocol against fragment size
   halo3d-<device>.csv    time per exchange against grid size, per method
+  mpi-<device>.csv       bench/mpi: latency and bandwidth against message size per layout, each
+                         MPI run (mpi column) beside its raw CUDA IPC baseline, and the ratios
   engine-cpu.csv         host pack: gdte vs MPI_Pack
 Uses Debian's python3-matplotlib (/usr/bin/python3). Usage: plot_results.py [results-dir]
 """
@@ -136,6 +138,86 @@ def plot_halo(path):
     plt.close(fig)
 
 
+def _size_label(b):
+    b = int(b)
+    for unit, sh in (("M", 20), ("K", 10)):
+        if b >= 1 << sh and b % (1 << sh) == 0:
+            return f"{b >> sh}{unit}"
+    return str(b)
+
+
+def plot_mpi(path):
+    """bench/mpi: a row per benchmark (latency, bw); a column per layout with each run (the mpi
+    column, plus gpus when the file mixes GPU counts) as a solid line and its raw CUDA IPC baseline
+    (layout "raw", same colour) dashed; a last column with ratio_to_raw and the issue's targets."""
+    data = [r for r in rows(path) if r.get("benchmark") in ("latency", "bw")]
+    if not data:
+        return
+    device = data[0].get("device", "?")
+    multi_gpus = len({r.get("gpus", "") for r in data}) > 1
+    run_of = (lambda r: f"{r['mpi']} gpus={r.get('gpus', '')}") if multi_gpus else (lambda r: r["mpi"])
+    runs = list(dict.fromkeys(run_of(r) for r in data))
+    layouts = [x for x in ("contig", "vector", "indexed") if any(r["layout"] == x for r in data)]
+    layouts += [x for x in dict.fromkeys(r["layout"] for r in data) if x not in layouts and x != "raw"]
+    colors = {run: f"C{i % 10}" for i, run in enumerate(runs)}
+    styles = ["-", "--", ":", "-."]
+    series = defaultdict(list)
+    for r in data:
+        series[(r["benchmark"], run_of(r), r["layout"])].append(r)
+    for v in series.values():
+        v.sort(key=lambda r: fnum(r["bytes"]))
+    benches = [b for b in ("latency", "bw") if any(r["benchmark"] == b for r in data)]
+    ncol = len(layouts) + 1
+    fig, axes = plt.subplots(len(benches), ncol, figsize=(4.6 * ncol, 4.2 * len(benches)), squeeze=False)
+    all_bytes = sorted({int(fnum(r["bytes"])) for r in data})
+    targets = {"latency": {"1 KiB target": 0.80}, "bw": {"4 MiB: contig": 0.85, "vector": 0.80, "indexed": 0.75}}
+    for i, b in enumerate(benches):
+        ykey = "median_us" if b == "latency" else "gbps"
+        for j, lay in enumerate(layouts):
+            ax = axes[i][j]
+            for run in runs:
+                for lay2, ls, lab in ((lay, "-", run), ("raw", "--", f"raw ({run})")):
+                    rr = series.get((b, run, lay2), [])
+                    if rr:
+                        ax.plot([fnum(r["bytes"]) for r in rr], [fnum(r[ykey]) for r in rr], ls, marker="o", ms=3,
+                                color=colors[run], label=lab)
+            ax.set_title(f"{b}, {lay}")
+            ax.set_ylabel("one-way time per message (us)" if b == "latency" else "GB/s of payload")
+        ax = axes[i][ncol - 1]
+        any_ratio = False
+        for run in runs:
+            for k, lay in enumerate(layouts):
+                rr = [r for r in series.get((b, run, lay), []) if r.get("ratio_to_raw")]
+                if rr:
+                    any_ratio = True
+                    ax.plot([fnum(r["bytes"]) for r in rr], [fnum(r["ratio_to_raw"]) for r in rr],
+                            styles[k % len(styles)], marker="o", ms=3, color=colors[run], label=f"{run} {lay}")
+        for k, (name, y) in enumerate(targets[b].items()):
+            ax.axhline(y, color="gray", lw=0.7, ls=styles[(k + 1) % len(styles)])
+            ax.annotate(f"{name} {y}", (all_bytes[0] if all_bytes else 1, y), fontsize=6, color="gray", va="bottom")
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_title(f"{b}: raw time / this time")
+        ax.set_ylabel("ratio to raw CUDA IPC")
+        if not any_ratio:
+            ax.text(0.5, 0.5, "no raw baseline (host memory)", transform=ax.transAxes, ha="center", fontsize=8)
+        for ax in axes[i]:
+            ax.set_xscale("log", base=2)
+            if ax is not axes[i][ncol - 1]:
+                ax.set_yscale("log")
+            ax.set_xticks(all_bytes)
+            ax.set_xticklabels([_size_label(x) for x in all_bytes], fontsize=7, rotation=45)
+            ax.minorticks_off()
+            ax.set_xlabel("payload bytes")
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=6)
+    commits = ", ".join(dict.fromkeys(r.get("commit", "") for r in data))
+    fig.suptitle(f"bench/mpi on {device} (commit {commits}): 2 ranks, solid = through the MPI run, dashed = raw CUDA IPC")
+    fig.tight_layout()
+    fig.savefig(path[:-4] + ".png", dpi=110)
+    plt.close(fig)
+
+
 def plot_engine(path):
     data = [r for r in rows(path) if r.get("metric") in ("gbps", "GB/s")]
     if not data:
@@ -165,7 +247,7 @@ def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "bench", "results")
     plotted = []
     for pattern, fn in (("pack-*.csv", plot_pack), ("pingpong-*.csv", plot_pingpong), ("halo3d-*.csv", plot_halo),
-                        ("engine-cpu.csv", plot_engine)):
+                        ("mpi-*.csv", plot_mpi), ("engine-cpu.csv", plot_engine)):
         for p in sorted(glob.glob(os.path.join(d, pattern))):
             fn(p)
             plotted.append(os.path.basename(p))
