@@ -33,6 +33,7 @@ GDTE_API gdte_status_t gdte_init(const gdte_init_params_t *params)
     if (init_count++ > 0) goto out;
     gdte_knobs_reset();
     if ((st = gdte_knobs_load()) != GDTE_OK) goto fail;
+    gdte_env_warn_unknown();
     int device = -1;
     uint64_t flags = 0;
     if (params && (params->field_mask & GDTE_INIT_FIELD_DEVICE)) device = params->device;

@@ -40,7 +40,7 @@ void gdte_log_emit(gdte_log_level_t lvl, const char *file, int line, const char 
     X(ZERO_COPY, "GDTE_ZERO_COPY", ENUM, "auto", "auto|on|off", "pack device data straight into mapped pinned memory") \
     X(TIMEOUT, "GDTE_TIMEOUT", INT, "120", "1..86400 (seconds)", "a request with no progress for this long fails") \
     X(CACHE_MAX, "GDTE_CACHE_MAX", SIZE, "268435456", "0..2^40 (0: no limit)", "device plan cache bytes; least recently used plans are evicted") \
-    X(STAGING_MAX, "GDTE_STAGING_MAX", SIZE, "268435456", "65536..2^40", "staging (pinned and device) bytes per process") \
+    X(STAGING_MAX, "GDTE_STAGING_MAX", SIZE, "268435456", "65536..2^40", "staging (pinned and device) bytes per pool: one pool per gdte_comm context, where a transfer waits for room, and one in the interposer, where the bound is soft (past it a message gets a buffer of its own, warned once)") \
     X(DISABLE, "GDTE_DISABLE", BOOL, "0", "0|1", "interposer: pass every call to MPI untouched") \
     X(FAKE_DEVICE, "GDTE_FAKE_DEVICE", BOOL, "0", "0|1", "testing: treat buffers registered with the test hook as device memory") \
     X(FAULT_STAGING_OOM, "GDTE_FAULT_STAGING_OOM", INT, "0", "0..1000000 (0: off)", "fault injection: the K-th staging allocation of the process fails once") \
@@ -72,6 +72,14 @@ const char *gdte_knob_text(gdte_knob_id_t id);   /* value as text */
 const gdte_knob_desc_t *gdte_knob_desc(gdte_knob_id_t id);
 /* For tests: parse one value of a knob, without touching the environment. */
 gdte_status_t gdte_knob_parse(gdte_knob_id_t id, const char *text, int64_t *value_p);
+
+/* GDTE_* environment variables that name no knob (a misspelling would otherwise be ignored
+ * silently, as UCX warns about unused UCX_* variables): calls fn for each, with the closest
+ * knob name when one is near (else NULL), and returns how many there were. Test programs use
+ * the GDTETEST_ prefix, which is not looked at. */
+int gdte_env_unknown(void (*fn)(const char *name, const char *closest, void *arg), void *arg);
+/* Warn once per process (GDTE_LOG warn) about each of them; gdte_init calls it. */
+void gdte_env_warn_unknown(void);
 
 /* ---- fault injection (tests of failure paths) ---- */
 /* 1 exactly once: on the K-th call for the fault whose knob holds K (never when the knob is 0). */

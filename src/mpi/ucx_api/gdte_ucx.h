@@ -1,13 +1,16 @@
 /**
  * @file gdte_ucx.h
  * @brief gdte as a UCX generic datatype: hand non-contiguous (device or host) data described by
- * a gdte type to any UCP operation that takes a datatype (ucp_tag_send_nbx, ucp_tag_recv_nbx,
- * ucp_put_nbx, ...). An MPI built on UCX (Open MPI's pml/ucx, MPICH's ch4:ucx) plugs gdte in by
- * creating the UCX datatype of an MPI datatype from gdte_mpi-imported or gdte-built types.
+ * a gdte type to UCX's tag-matching calls (ucp_tag_send_nbx, ucp_tag_recv_nbx). Not to RMA:
+ * UCX's ucp_put_nbx and ucp_get_nbx accept only contiguous data (ucp_dt_make_contig(1)), so a
+ * one-sided transfer packs with gdte_pack() first. An MPI built on UCX (Open MPI's pml/ucx,
+ * MPICH's ch4:ucx) plugs gdte in by creating the UCX datatype of an MPI datatype from
+ * gdte_mpi-imported or gdte-built types.
  *
  * The callbacks pack and unpack by byte offset with gdte_pack/gdte_unpack, so UCX may split the
  * message into fragments of any size (eager, rendezvous pipeline) and deliver them in any
- * order. See docs/MPI_BACKEND.md. Link: libgdte_ucx (and libgdte, libucp).
+ * order. See docs/MPI_BACKEND.md. Link: -lgdte_ucx -lgdte -lucp -lucs (`pkg-config gdte_ucx`,
+ * or CMake's gdte::gdte_ucx from find_package(gdte COMPONENTS ucx)).
  */
 #ifndef GDTE_UCX_H
 #define GDTE_UCX_H
