@@ -325,7 +325,7 @@ section_mpi() {
     -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" "$MPI_BUILD/examples/demo/gdte_demo" 128 4096 >"$log" 2>&1
   rc=$?
   cat "$log" | grep -v "^\[" | tail -8
-  if [ $rc -eq 0 ] && grep -q "transpose ping-pong.*device.* yes" "$log"; then record demo ok "2 ranks on $ng GPU(s), device buffers, verified"
+  if [ $rc -eq 0 ] && grep -Eq "transpose ping-pong +device memory .* yes" "$log"; then record demo ok "2 ranks on $ng GPU(s), device buffers, verified"
   else record demo FAIL "rc=$rc, see demo.log"; fi
   # With several GPUs, the same again with both ranks on one GPU.
   if [ "$ng" -gt 1 ]; then
@@ -339,7 +339,7 @@ section_mpi() {
       -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" "$MPI_BUILD/examples/demo/gdte_demo" 128 4096 >"$log" 2>&1
     rc=$?
     grep -v "^\[" "$log" | tail -7
-    if [ $rc -eq 0 ] && grep -q "transpose ping-pong.*device.* yes" "$log"; then record demo_1gpu ok "2 ranks on one GPU, verified"
+    if [ $rc -eq 0 ] && grep -Eq "transpose ping-pong +device memory .* yes" "$log"; then record demo_1gpu ok "2 ranks on one GPU, verified"
     else record demo_1gpu FAIL "rc=$rc, see demo_1gpu.log"; fi
   fi
 }

@@ -3,12 +3,14 @@
  *   1. a 3-D halo exchange (6 faces as subarray types) on a periodic 2x1x1 decomposition;
  *   2. a matrix-transpose ping-pong (contiguous send, column-vector type receive).
  * Nothing in it calls gdte: run it with LD_PRELOAD=libgdte_mpi.so and the interposer makes the
- * device buffers work on an MPI that is not GPU-aware. Each result is checked against the same
- * exchange through plain MPI on host buffers, and against the values it must have.
+ * device buffers work on an MPI that is not GPU-aware. Each result, the plain-MPI reference's
+ * too, is checked against the values it must have, and the gdte result also against the
+ * reference byte for byte.
  * Without a GPU (or built without CUDA) the "device" buffers are host memory that the
  * interposer is told to treat as device memory (GDTE_FAKE_DEVICE=1), so the same gdte path runs
- * on its host backend.
- * usage: demo [n (halo grid edge, default 64)] [m (matrix edge, default 1024)]
+ * on its host backend; every row then says "host memory posing as device memory".
+ * Run: mpirun -np 2 -x LD_PRELOAD=/full/path/libgdte_mpi.so [-x GDTE_FAKE_DEVICE=1] gdte_demo [n] [m]
+ *   n: halo grid edge (default 64), m: matrix edge (default 1024)
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -23,7 +25,7 @@ extern int gdte_fake_device_register(void *ptr, size_t size) __attribute__((weak
 extern int64_t gdte_mpi_counter(const char *name) __attribute__((weak));
 
 static int rank, use_gpu, interposed;
-static char device_name[256] = "host (fake device)";
+static char device_memory[300] = "host memory posing as device memory";
 
 static void die(const char *msg)
 {
@@ -71,6 +73,20 @@ static double median(double *t, int n)
     return t[n / 2];
 }
 
+typedef struct row {
+    const char *test, *memory, *path;
+    double bytes, usec;
+    int ok;
+} row_t;
+
+/* 1 on every rank when `ok` holds on every rank. */
+static int all_ranks(int ok)
+{
+    int all;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    return all;
+}
+
 /* ---- 3-D halo exchange ---- */
 typedef struct halo {
     MPI_Datatype send[6], recv[6];
@@ -108,11 +124,22 @@ static void halo_exchange(const halo_t *h, double *grid)
     MPI_Waitall(12, rq, MPI_STATUSES_IGNORE);
 }
 
-typedef struct row {
-    const char *test, *buffers, *path;
-    double bytes, usec;
-    int ok;
-} row_t;
+/* Every face halo holds its neighbour's interior value (x across ranks, y and z periodic
+ * within the rank). */
+static int halo_correct(const double *g, int n, int nranks)
+{
+    long gx = (long)nranks * n;
+    for (int z = 1; z <= n; z++)
+        for (int y = 1; y <= n; y++) {
+            size_t row = ((size_t)z * (n + 2) + y) * (n + 2);
+            long xl = ((long)rank * n - 1 + gx) % gx, xr = ((long)rank * n + n) % gx;
+            if (g[row] != value(xl, y - 1, z - 1) || g[row + n + 1] != value(xr, y - 1, z - 1)) return 0;
+            size_t ylo = ((size_t)z * (n + 2) + 0) * (n + 2) + y, zlo = ((size_t)0 * (n + 2) + z) * (n + 2) + y;
+            if (g[ylo] != value(rank * n + y - 1, n - 1, z - 1) || g[zlo] != value(rank * n + y - 1, z - 1, n - 1))
+                return 0;
+        }
+    return 1;
+}
 
 static void run_halo(int n, int nranks, row_t *dev_row, row_t *host_row)
 {
@@ -150,25 +177,10 @@ static void run_halo(int n, int nranks, row_t *dev_row, row_t *host_row)
         if (it >= 0) t[it] = MPI_Wtime() - t0;
     }
     host_row->usec = median(t, iters) * 1e6;
-    /* Check: identical to plain MPI, and every face halo holds its neighbour's interior value. */
-    int ok = memcmp(back, hostgrid, bytes) == 0;
-    long gx = (long)nranks * n;
-    for (int z = 1; z <= n && ok; z++)
-        for (int y = 1; y <= n && ok; y++) {
-            size_t row = ((size_t)z * (n + 2) + y) * (n + 2);
-            long xl = ((long)rank * n - 1 + gx) % gx, xr = ((long)rank * n + n) % gx;
-            if (back[row] != value(xl, y - 1, z - 1) || back[row + n + 1] != value(xr, y - 1, z - 1)) ok = 0;
-            /* y and z halos wrap within the rank */
-            size_t ylo = ((size_t)z * (n + 2) + 0) * (n + 2) + y, zlo = ((size_t)0 * (n + 2) + z) * (n + 2) + y;
-            if (back[ylo] != value(rank * n + y - 1, n - 1, z - 1) || back[zlo] != value(rank * n + y - 1, z - 1, n - 1))
-                ok = 0;
-        }
-    int all;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    double face = (double)n * n * sizeof(double) * 6;
-    dev_row->bytes = host_row->bytes = face;
-    dev_row->ok = all;
-    host_row->ok = 1; /* the reference */
+    /* The reference must be right, and gdte's result right and identical to it. */
+    host_row->ok = all_ranks(halo_correct(hostgrid, n, nranks));
+    dev_row->ok = all_ranks(halo_correct(back, n, nranks) && memcmp(back, hostgrid, bytes) == 0);
+    dev_row->bytes = host_row->bytes = (double)n * n * sizeof(double) * 6;
     for (int d = 0; d < 6; d++) {
         MPI_Type_free(&h.send[d]);
         MPI_Type_free(&h.recv[d]);
@@ -179,6 +191,15 @@ static void run_halo(int n, int nranks, row_t *dev_row, row_t *host_row)
 }
 
 /* ---- transpose ping-pong ---- */
+/* After the round trip rank 1 holds A^T and rank 0 holds (A^T)^T = A. */
+static int transpose_correct(const double *got, const double *a, int m)
+{
+    for (size_t i = 0; i < (size_t)m; i++)
+        for (size_t j = 0; j < (size_t)m; j++)
+            if (got[i * m + j] != (rank == 1 ? a[j * m + i] : a[i * m + j])) return 0;
+    return 1;
+}
+
 static void run_transpose(int m, row_t *dev_row, row_t *host_row)
 {
     MPI_Datatype col, colr, tr;
@@ -187,8 +208,8 @@ static void run_transpose(int m, row_t *dev_row, row_t *host_row)
     MPI_Type_contiguous(m, colr, &tr); /* receiving row i of the sender into column i */
     MPI_Type_commit(&tr);
     size_t bytes = (size_t)m * m * sizeof(double);
-    double *a = malloc(bytes), *hb = malloc(bytes), *back = malloc(bytes), *hostref = malloc(bytes);
-    if (!a || !hb || !back || !hostref) die("out of memory");
+    double *a = malloc(bytes), *hb = malloc(bytes), *back = malloc(bytes);
+    if (!a || !hb || !back) die("out of memory");
     for (size_t i = 0; i < (size_t)m * m; i++) a[i] = value((long)(i / m), (long)(i % m), 7);
     double *d = dev_alloc(bytes);
     const int iters = 10;
@@ -211,25 +232,15 @@ static void run_transpose(int m, row_t *dev_row, row_t *host_row)
         (pass == 0 ? dev_row : host_row)->usec = median(t, iters) * 1e6;
     }
     copy(back, d, bytes);
-    /* rank 1 holds A^T, rank 0 holds (A^T)^T = A; both equal the plain-MPI run. */
-    int ok = memcmp(back, hb, bytes) == 0;
-    for (size_t i = 0; i < (size_t)m && ok; i++)
-        for (size_t j = 0; j < (size_t)m && ok; j++) {
-            double want = rank == 1 ? a[j * m + i] : a[i * m + j];
-            if (back[i * m + j] != want) ok = 0;
-        }
-    int all;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    host_row->ok = all_ranks(transpose_correct(hb, a, m));
+    dev_row->ok = all_ranks(transpose_correct(back, a, m) && memcmp(back, hb, bytes) == 0);
     dev_row->bytes = host_row->bytes = 2.0 * bytes; /* a round trip */
-    dev_row->ok = all;
-    host_row->ok = 1;
     MPI_Type_free(&tr);
     MPI_Type_free(&colr);
     MPI_Type_free(&col);
     free(a);
     free(hb);
     free(back);
-    free(hostref);
 }
 
 int main(int argc, char **argv)
@@ -247,12 +258,13 @@ int main(int argc, char **argv)
         cudaSetDevice(rank % ndev);
         struct cudaDeviceProp p;
         cudaGetDeviceProperties(&p, rank % ndev);
-        snprintf(device_name, sizeof device_name, "%s", p.name);
+        snprintf(device_memory, sizeof device_memory, "device memory (%s)", p.name);
         use_gpu = 1;
     }
 #endif
     interposed = gdte_fake_device_register != NULL;
-    if (!use_gpu && !interposed) die("no GPU and no gdte interposer: run with LD_PRELOAD=libgdte_mpi.so GDTE_FAKE_DEVICE=1");
+    if (!use_gpu && !interposed)
+        die("no GPU and no gdte interposer: run under mpirun -x LD_PRELOAD=/full/path/libgdte_mpi.so -x GDTE_FAKE_DEVICE=1");
     row_t rows[4] = {{"halo3d 2x1x1", NULL, NULL, 0, 0, 0}, {"halo3d 2x1x1", NULL, NULL, 0, 0, 0},
                      {"transpose ping-pong", NULL, NULL, 0, 0, 0}, {"transpose ping-pong", NULL, NULL, 0, 0, 0}};
     int64_t sends0 = gdte_mpi_counter ? gdte_mpi_counter("sends") : 0;
@@ -263,22 +275,25 @@ int main(int argc, char **argv)
     MPI_Allreduce(&staged, &all_staged, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     const char *devpath = interposed ? (use_gpu ? "gdte: GPU pack, staged MPI" : "gdte: host pack, staged MPI")
                                      : "MPI only (not gdte)";
-    rows[0].buffers = rows[2].buffers = use_gpu ? "device" : "fake device";
-    rows[1].buffers = rows[3].buffers = "host";
+    rows[0].memory = rows[2].memory = device_memory;
+    rows[1].memory = rows[3].memory = "host memory";
     rows[0].path = rows[2].path = devpath;
     rows[1].path = rows[3].path = "plain MPI (reference)";
     if (rank == 0) {
-        printf("\ngdte demo: 2 ranks, %s; halo grid %d^3 doubles per rank, transpose %dx%d doubles\n", device_name, n,
-               m, m);
-        printf("%-20s %-12s %-30s %12s %12s %9s %9s\n", "test", "buffers", "path", "bytes/iter", "us/iter", "GB/s",
+        printf("\ngdte demo: 2 ranks; halo grid %d^3 doubles per rank, transpose %dx%d doubles\n", n, m, m);
+        if (!use_gpu)
+            printf("no GPU: the \"device\" buffers are host memory that gdte treats as device memory "
+                   "(GDTE_FAKE_DEVICE=1), so gdte's path runs on its host backend\n");
+        printf("%-20s %-36s %-28s %11s %10s %8s %8s\n", "test", "memory", "path", "bytes/iter", "us/iter", "GB/s",
                "verified");
         for (int i = 0; i < 4; i++)
-            printf("%-20s %-12s %-30s %12.0f %12.1f %9.2f %9s\n", rows[i].test, rows[i].buffers, rows[i].path,
+            printf("%-20s %-36s %-28s %11.0f %10.1f %8.2f %8s\n", rows[i].test, rows[i].memory, rows[i].path,
                    rows[i].bytes, rows[i].usec, rows[i].bytes / rows[i].usec * 1e-3, rows[i].ok ? "yes" : "NO");
-        printf("device-buffer messages carried by gdte: %lld\n", all_staged);
+        printf("verified: each result against the values it must have; gdte's rows also byte for byte against the\n"
+               "plain-MPI rows. Device-buffer messages carried by gdte: %lld\n", all_staged);
     }
     if (interposed && all_staged == 0) die("the interposer carried no message: it is not intercepting");
-    int ok = rows[0].ok && rows[2].ok;
+    int ok = rows[0].ok && rows[1].ok && rows[2].ok && rows[3].ok;
     MPI_Finalize();
     return ok ? 0 : 1;
 }
