@@ -19,25 +19,32 @@
 extern "C" {
 #endif
 
+/** Marks the calls the library exports (everything else in it is hidden). */
 #if defined(_WIN32)
 #define GDTE_API
 #else
 #define GDTE_API __attribute__((visibility("default")))
 #endif
 
+/** Major version of this header; the shared library's soname carries it. */
 #define GDTE_VERSION_MAJOR 0
+/** Minor version of this header. */
 #define GDTE_VERSION_MINOR 1
+/** Patch version of this header. */
 #define GDTE_VERSION_PATCH 0
 
 /** Version of the library actually loaded (major*10000 + minor*100 + patch). */
 GDTE_API unsigned gdte_version(void);
-/** Version string, e.g. "0.1.0 (gpu=cuda ucx=yes mpi=yes)". */
+/** Version string: the version and the GPU backend compiled in, e.g. "0.1.0 (gpu=CUDA)"
+ * ("NONE", "CUDA" or "HIP"). */
 GDTE_API const char *gdte_version_string(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /** @name Status codes
  * One list, from which the enum, gdte_status_string() and gdte_status_name() are made. */
 /**@{*/
+/** The status codes as X(name, value, text): GDTE_OK (0), GDTE_INPROGRESS (1), and the errors
+ * (negative). Expand it with a macro of your own to make tables of them. */
 #define GDTE_STATUS_LIST(X)                                                                    \
     X(GDTE_OK, 0, "success")                                                                   \
     X(GDTE_INPROGRESS, 1, "operation in progress")                                             \
@@ -64,8 +71,11 @@ GDTE_API const char *gdte_version_string(void);
     X(GDTE_ERR_CANCELED, -21, "operation canceled")                                            \
     X(GDTE_ERR_INTERNAL, -22, "internal error")
 
+/** What every call returns: GDTE_OK, GDTE_INPROGRESS, or a negative error (GDTE_STATUS_LIST). */
 typedef enum {
+/** @cond */
 #define GDTE_X_ENUM(name, value, text) name = value,
+/** @endcond */
     GDTE_STATUS_LIST(GDTE_X_ENUM)
 #undef GDTE_X_ENUM
 } gdte_status_t;
@@ -86,8 +96,9 @@ enum {
 enum {
     GDTE_INIT_FLAG_HOST_ONLY = 1u << 0, /**< never touch a GPU runtime */
 };
+/** Options of gdte_init(). */
 typedef struct gdte_init_params {
-    uint64_t field_mask;
+    uint64_t field_mask; /**< GDTE_INIT_FIELD_*: which fields below are set */
     int device;     /**< GPU ordinal to use; default: the runtime's current device */
     uint64_t flags; /**< GDTE_INIT_FLAG_* */
 } gdte_init_params_t;
@@ -115,6 +126,7 @@ GDTE_API gdte_status_t gdte_finalize(void);
  * still moves the bounds); docs/ENGINE.md lists them, and the MPI import resizes to what the
  * MPI in use reports. */
 /**@{*/
+/** A datatype: an opaque, reference-counted handle. */
 typedef struct gdte_type *gdte_type_h;
 
 /** Builtin element kinds: each is one indivisible element of a type signature. */
@@ -144,6 +156,7 @@ GDTE_API gdte_type_h gdte_type_predefined(gdte_basic_t basic);
  * Its alignment (for extent padding) is the largest power of two dividing @p size, at most 16. */
 GDTE_API gdte_status_t gdte_type_create_basic(int64_t size, uint32_t tag, gdte_type_h *type_p);
 
+/** @p count consecutive elements of @p old (MPI_Type_contiguous). */
 GDTE_API gdte_status_t gdte_type_create_contiguous(int64_t count, gdte_type_h old,
                                                    gdte_type_h *type_p);
 /** @p stride in elements of @p old's extent. */
@@ -162,9 +175,11 @@ GDTE_API gdte_status_t gdte_type_create_indexed(int64_t count, const int64_t *bl
 GDTE_API gdte_status_t gdte_type_create_hindexed(int64_t count, const int64_t *blocklengths,
                                                  const int64_t *displacements, gdte_type_h old,
                                                  gdte_type_h *type_p);
+/** Blocks of one length; displacements in multiples of @p old's extent. */
 GDTE_API gdte_status_t gdte_type_create_indexed_block(int64_t count, int64_t blocklength,
                                                       const int64_t *displacements,
                                                       gdte_type_h old, gdte_type_h *type_p);
+/** Blocks of one length; displacements in bytes. */
 GDTE_API gdte_status_t gdte_type_create_hindexed_block(int64_t count, int64_t blocklength,
                                                        const int64_t *displacements,
                                                        gdte_type_h old, gdte_type_h *type_p);
@@ -173,27 +188,37 @@ GDTE_API gdte_status_t gdte_type_create_struct(int64_t count, const int64_t *blo
                                                const int64_t *displacements,
                                                const gdte_type_h *types, gdte_type_h *type_p);
 
-typedef enum { GDTE_ORDER_C = 0, GDTE_ORDER_FORTRAN = 1 } gdte_order_t;
+/** Array storage order of subarray and darray types. */
+typedef enum {
+    GDTE_ORDER_C = 0,      /**< row-major: the last dimension is contiguous */
+    GDTE_ORDER_FORTRAN = 1 /**< column-major: the first dimension is contiguous */
+} gdte_order_t;
+/** A @p ndims -dimensional sub-block of an array (MPI_Type_create_subarray); the extent is
+ * the whole array's. */
 GDTE_API gdte_status_t gdte_type_create_subarray(int ndims, const int64_t *sizes,
                                                  const int64_t *subsizes, const int64_t *starts,
                                                  gdte_order_t order, gdte_type_h old,
                                                  gdte_type_h *type_p);
 
+/** How a darray dimension is distributed over the process grid. */
 typedef enum {
-    GDTE_DISTRIBUTE_BLOCK = 0,
-    GDTE_DISTRIBUTE_CYCLIC = 1,
-    GDTE_DISTRIBUTE_NONE = 2
+    GDTE_DISTRIBUTE_BLOCK = 0,  /**< contiguous blocks */
+    GDTE_DISTRIBUTE_CYCLIC = 1, /**< round robin in blocks of the distribution argument */
+    GDTE_DISTRIBUTE_NONE = 2    /**< not distributed */
 } gdte_distribute_t;
 /** MPI's default distribution argument. */
 #define GDTE_DISTRIBUTE_DFLT_DARG (-1)
+/** Process @p rank 's part of a distributed array (MPI_Type_create_darray). */
 GDTE_API gdte_status_t gdte_type_create_darray(int size, int rank, int ndims,
                                                const int64_t *gsizes,
                                                const gdte_distribute_t *distribs,
                                                const int64_t *dargs, const int64_t *psizes,
                                                gdte_order_t order, gdte_type_h old,
                                                gdte_type_h *type_p);
+/** @p old with explicit bounds @p lb and @p extent (MPI_Type_create_resized). */
 GDTE_API gdte_status_t gdte_type_create_resized(gdte_type_h old, int64_t lb, int64_t extent,
                                                 gdte_type_h *type_p);
+/** A new handle on the same type (MPI_Type_dup). */
 GDTE_API gdte_status_t gdte_type_dup(gdte_type_h old, gdte_type_h *type_p);
 
 /** Build the canonical form and the pack plan (host side; device copies are made on first
@@ -214,24 +239,26 @@ typedef enum {
     GDTE_LAYOUT_UNITS = 3    /**< irregular: an array of work units (DEV) */
 } gdte_layout_kind_t;
 
+/** What gdte_type_get_info() reports about a type. */
 typedef struct gdte_type_info {
     int64_t size;         /**< bytes of data in one element */
     int64_t extent;       /**< ub - lb */
-    int64_t lb;
+    int64_t lb;           /**< lower bound (MPI's lb) */
     int64_t true_lb;      /**< lowest byte touched, relative to the buffer */
     int64_t true_extent;  /**< highest byte touched + 1 - true_lb */
     int is_contiguous;    /**< data is one dense block and extent == size */
     int64_t num_blocks;   /**< contiguous blocks in one element (after merging) */
     int depth;            /**< nesting depth of the constructor tree (predefined: 0) */
-    int committed;
+    int committed;        /**< gdte_type_commit() was called */
     /* Available once committed: */
-    gdte_layout_kind_t layout;
+    gdte_layout_kind_t layout; /**< how it is packed (committed types only, like the fields below) */
     int ndims;            /**< STRIDED: dimensions; UNITS: dimensions repeating the units */
     int64_t block_bytes;  /**< STRIDED/CONTIG: bytes per block */
     int64_t num_units;    /**< UNITS: work units per repetition */
     int64_t plan_bytes;   /**< host memory the plan uses */
 } gdte_type_info_t;
 
+/** Size, bounds and, once committed, the plan of @p type. */
 GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h type, gdte_type_info_t *info_p);
 /** Bytes that packing @p count elements produces. */
 GDTE_API gdte_status_t gdte_type_pack_size(int64_t count, gdte_type_h type, int64_t *size_p);
@@ -266,11 +293,12 @@ enum {
      * GDTE_ERR_MEMORY_KIND (nothing is touched). */
     GDTE_PACK_FLAG_HOST = 1u << 1,
 };
+/** Options of gdte_pack() and gdte_unpack(). */
 typedef struct gdte_pack_params {
-    uint64_t field_mask;
+    uint64_t field_mask;  /**< GDTE_PACK_FIELD_*: which fields below are set */
     int64_t offset;       /**< first byte of the packed stream to produce or consume */
     int64_t max_bytes;    /**< at most this many bytes */
-    gdte_stream_t stream;
+    gdte_stream_t stream; /**< GPU stream the work goes on */
     uint64_t flags;       /**< GDTE_PACK_FLAG_* */
 } gdte_pack_params_t;
 
@@ -293,6 +321,7 @@ GDTE_API gdte_status_t gdte_unpack(const void *inbuf, int64_t insize, void *outb
 /* ------------------------------------------------------------------------------------------ */
 /** @name Memory */
 /**@{*/
+/** Kinds of memory a buffer may be in. */
 typedef enum {
     GDTE_MEM_HOST = 0,    /**< pageable host memory */
     GDTE_MEM_PINNED = 1,  /**< page-locked host memory registered with the GPU runtime */
@@ -300,8 +329,9 @@ typedef enum {
     GDTE_MEM_MANAGED = 3, /**< managed (unified) memory */
 } gdte_mem_kind_t;
 
+/** Where a buffer lives (gdte_mem_query()). */
 typedef struct gdte_mem_info {
-    gdte_mem_kind_t kind;
+    gdte_mem_kind_t kind; /**< the kind of memory */
     int device; /**< owning device for DEVICE/MANAGED, else -1 */
 } gdte_mem_info_t;
 
@@ -326,7 +356,9 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p);
  * makes no progress for GDTE_TIMEOUT seconds completes the requests involved with an error;
  * no call blocks forever on a failed peer. Call gdte_init() first. */
 /**@{*/
+/** A communicator: processes that can message each other (opaque handle). */
 typedef struct gdte_comm *gdte_comm_h;
+/** A message in flight (opaque handle), completed by gdte_msg_test() or gdte_msg_wait(). */
 typedef struct gdte_msg_req *gdte_msg_req_h;
 
 /** Gather @p len bytes from every process: @p all receives size * len bytes, process i's
@@ -339,8 +371,9 @@ enum {
     GDTE_COMM_FIELD_ALLGATHER = 1u << 2,     /**< allgather is set (required) */
     GDTE_COMM_FIELD_ALLGATHER_ARG = 1u << 3, /**< allgather_arg is set (default NULL) */
 };
+/** Options of gdte_comm_create(). */
 typedef struct gdte_comm_params {
-    uint64_t field_mask;
+    uint64_t field_mask;           /**< GDTE_COMM_FIELD_*: which fields below are set */
     int rank;                      /**< this process, 0 <= rank < size */
     int size;                      /**< number of processes */
     gdte_allgather_fn_t allgather; /**< used during gdte_comm_create only */
@@ -385,7 +418,7 @@ enum {
 /** Options of one message. On a send, protocol/frag_size/depth bound what the sender
  * offers; on a receive they choose among it (the receiver drives the transfer). */
 typedef struct gdte_msg_params {
-    uint64_t field_mask;
+    uint64_t field_mask;      /**< GDTE_MSG_FIELD_*: which fields below are set */
     uint64_t tag_mask;        /**< receive matches when (msg_tag ^ tag) & tag_mask == 0 */
     uint64_t flags;           /**< GDTE_MSG_FLAG_* */
     gdte_protocol_t protocol; /**< force a protocol; one that cannot run falls back */

@@ -2,8 +2,11 @@
 # The whole test suite, as CI runs it: installs dependencies, then
 #   1. compile-and-link checks of the GPU backends (CUDA sm_90 with nvcc, HIP gfx90a with hipcc),
 #   2. the suite under AddressSanitizer + UndefinedBehaviorSanitizer,
-#   3. the suite on the plain build (last, so the run ends with ctest's summary).
-# Options through the environment: GDTE_TEST_QUICK=1 skips stages 1 and 2.
+#   3. install, then build the installed examples and outside projects against it,
+#   4. the API reference (Doxygen, warnings are errors),
+#   5. the suite on the plain build (last, so the run ends with ctest's summary).
+# Options through the environment: GDTETEST_QUICK=1 skips stages 1 and 2;
+# GDTETEST_FUZZ_SECONDS (default 120) is the fuzzing time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -12,7 +15,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 jobs=$(nproc)
 common=(-G Ninja -DGDTE_WERROR=ON)
 
-if [ "${GDTE_TEST_QUICK:-0}" != 1 ]; then
+if [ "${GDTETEST_QUICK:-0}" != 1 ]; then
   nvcc_bin=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
   if [ -n "$nvcc_bin" ]; then
     echo "== CUDA backend: compile and link (sm_90) =="
@@ -37,7 +40,7 @@ if [ "${GDTE_TEST_QUICK:-0}" != 1 ]; then
   (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 \
       LSAN_OPTIONS=suppressions=$PWD/../tests/engine/lsan-openmpi.supp:fast_unwind_on_malloc=0:print_suppressions=0 \
       ctest -j "$jobs" --output-on-failure)
-  secs=${GDTE_FUZZ_SECONDS:-120}
+  secs=${GDTETEST_FUZZ_SECONDS:-120}
   echo "== libFuzzer: fuzz_pack for ${secs}s against MPI_Pack =="
   mkdir -p build-ci-asan/fuzz-corpus
   (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=0 OMPI_MCA_btl=self OMPI_MCA_pml=ob1 \
@@ -45,20 +48,42 @@ if [ "${GDTE_TEST_QUICK:-0}" != 1 ]; then
       | grep -E "stat::number_of_executed_units|stat::peak_rss|MISMATCH|ERROR|Done" ) || { echo "fuzzing failed"; exit 1; }
 fi
 
-echo "== install, then build an outside project against it (CMake package and pkg-config) =="
+echo "== install, then build the installed examples and outside projects against it =="
+rm -rf build-ci-inst/prefix build-ci-inst/examples
 cmake -S . -B build-ci-inst "${common[@]}" -DGDTE_GPU=NONE -DGDTE_BUILD_TESTS=OFF -DGDTE_BUILD_BENCH=OFF \
       -DCMAKE_INSTALL_PREFIX="$PWD/build-ci-inst/prefix" >/dev/null
 cmake --build build-ci-inst -j "$jobs" >/dev/null
 cmake --install build-ci-inst >/dev/null
-cmake -S examples/consumer -B build-ci-inst/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build-ci-inst/prefix" >/dev/null
+prefix="$PWD/build-ci-inst/prefix"
+lib="$prefix/lib"
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+for f in libgdte.so.0 libgdte_mpi.so.0 libgdte_ucx.so.0; do  # versioned sonames
+  readelf -d "$lib/$f" | grep -q "SONAME.*\[$f\]" || { echo "install: $f lacks its soname"; exit 1; }
+done
+for f in LICENSE CHANGELOG.md README.md; do [ -f "$prefix/share/doc/gdte/$f" ] || { echo "install: no $f"; exit 1; }; done
+[ -f "$prefix/share/man/man1/gdte_info.1" ] || { echo "install: no gdte_info man page"; exit 1; }
+# The installed examples, built by their own CMake file (find_package(gdte COMPONENTS ucx), MPI).
+cmake -S "$prefix/share/gdte/examples" -B build-ci-inst/examples -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build-ci-inst/examples >/dev/null
+ex=build-ci-inst/examples
+LD_LIBRARY_PATH="$lib" "$ex/consumer"
+LD_LIBRARY_PATH="$lib" "$ex/partial_pack"
+mpirun -np 2 -x LD_PRELOAD="$lib/libgdte_mpi.so" -x GDTE_FAKE_DEVICE=1 "$ex/gdte_demo" 16 64 \
+  | grep -E "transpose ping-pong +host memory posing as device memory .* yes"
+mpirun -np 2 -x LD_LIBRARY_PATH="$lib" "$ex/ucx_generic_dt"
+# An outside CMake project, and pkg-config for gdte and gdte_ucx.
+cmake -S examples/consumer -B build-ci-inst/consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build-ci-inst/consumer >/dev/null
-LD_LIBRARY_PATH="$PWD/build-ci-inst/prefix/lib" ./build-ci-inst/consumer/consumer
-PKG_CONFIG_PATH="$PWD/build-ci-inst/prefix/lib/pkgconfig" \
-  cc examples/consumer/consumer.c $(PKG_CONFIG_PATH="$PWD/build-ci-inst/prefix/lib/pkgconfig" pkg-config --cflags --libs gdte) \
-     -o build-ci-inst/consumer-pc
-LD_LIBRARY_PATH="$PWD/build-ci-inst/prefix/lib" ./build-ci-inst/consumer-pc
+LD_LIBRARY_PATH="$lib" ./build-ci-inst/consumer/consumer
+cc examples/consumer/consumer.c $(pkg-config --cflags --libs gdte) -o build-ci-inst/consumer-pc
+LD_LIBRARY_PATH="$lib" ./build-ci-inst/consumer-pc
+mpicc examples/mpi_backend/ucx_generic_dt.c $(pkg-config --cflags --libs gdte_ucx) -o build-ci-inst/ucx_generic_dt-pc
+mpirun -np 2 -x LD_LIBRARY_PATH="$lib" ./build-ci-inst/ucx_generic_dt-pc
+unset PKG_CONFIG_PATH
 
 echo "== main build and full suite =="
 cmake -S . -B build-ci "${common[@]}" -DGDTE_GPU=NONE >/dev/null
 cmake --build build-ci -j "$jobs"
+echo "== API reference (Doxygen; a warning fails the step) =="
+cmake --build build-ci --target doc
 cd build-ci && ctest -j "$jobs" --output-on-failure
