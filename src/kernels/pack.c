@@ -1,4 +1,5 @@
 /* gdte_pack / gdte_unpack: validate, make the layout, choose the host or GPU executor. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
@@ -8,6 +9,32 @@
 #include "util/util.h"
 
 static int is_device_kind(gdte_mem_kind_t k) { return k == GDTE_MEM_DEVICE; }
+
+/* GDTE_LOG=debug: one line per call, after it ran (the kernel named is the one launched).
+ * Only reached when that level is on, so the default level costs one comparison. */
+static void log_call(gdte_dir_t dir, int64_t n, int64_t offset, int64_t count, const gdte_layout_t *L,
+                     gdte_mem_kind_t user_kind, gdte_mem_kind_t packed_kind, const char *executor, int staged)
+{
+    static const char *kinds[] = {"host", "pinned", "device", "managed"};
+    static const char *layouts[] = {"empty", "contig", "strided", "units"};
+    static const char *kvars[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy"};
+    char how[64];
+    if (!executor) {
+        gdte_kvar_t v = GDTE_KVAR_NONE;
+        int word = 0;
+        gdte_gpu_exec_last(&v, &word);
+        if (word)
+            snprintf(how, sizeof how, "GPU kernel %s, %d-byte words", (unsigned)v < 8 ? kvars[v] : "?", word);
+        else
+            snprintf(how, sizeof how, "GPU kernel %s", (unsigned)v < 8 ? kvars[v] : "?");
+        executor = how;
+    }
+    gdte_debug("%s: %lld bytes at offset %lld of %lld element(s), %s layout; user buffer %s, packed buffer %s -> %s%s",
+               dir == GDTE_DIR_PACK ? "gdte_pack" : "gdte_unpack", (long long)n, (long long)offset, (long long)count,
+               (unsigned)L->kind < 4 ? layouts[L->kind] : "?", (unsigned)user_kind < 4 ? kinds[user_kind] : "?",
+               (unsigned)packed_kind < 4 ? kinds[packed_kind] : "?", executor,
+               staged ? " (pageable side staged, blocking)" : "");
+}
 
 static gdte_status_t gpu_run(gdte_type_h type, gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed,
                              int64_t offset, int64_t n, gdte_stream_t stream, int max_blocks)
@@ -103,8 +130,10 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
                      (mu.kind == GDTE_MEM_MANAGED && mp.kind == GDTE_MEM_MANAGED);
         }
     }
+    int debug = gdte_log_level_g >= GDTE_LOG_DEBUG;
     if (!on_gpu) {
         gdte_host_exec(&L, dir, user, packed, offset, n);
+        if (debug) log_call(dir, n, offset, count, &L, mu.kind, mp.kind, "host executor", 0);
     } else {
         int max_blocks = (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS);
         int user_host = mu.kind == GDTE_MEM_HOST, packed_host = mp.kind == GDTE_MEM_HOST;
@@ -112,9 +141,11 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
             /* (a contiguous layout is one copy, which the runtime does from pageable memory) */
             if ((st = staged_run(type, &L, dir, user, user_host, packed, offset, n, stream, max_blocks)) != GDTE_OK)
                 return st;
+            if (debug) log_call(dir, n, offset, count, &L, mu.kind, mp.kind, user_host ? "host executor" : NULL, 1);
         } else {
             if ((st = gpu_run(type, &L, dir, user, packed, offset, n, stream, max_blocks)) != GDTE_OK) return st;
             if (!(flags & GDTE_PACK_FLAG_ASYNC) && (st = gdte_gpu_stream_synchronize(stream)) != GDTE_OK) return st;
+            if (debug) log_call(dir, n, offset, count, &L, mu.kind, mp.kind, NULL, 0);
         }
     }
     if (done_p) *done_p = n;
