@@ -20,6 +20,7 @@
  * Usage: mpirun -np 2 [-x LD_PRELOAD=libgdte_mpi.so] halo3d [--sizes 128,256,512]
  *        [--iters 20] [--warmup 3] [--methods gdte,expert,whole_extent,per_block] [--csv FILE]
  */
+#include <getopt.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -283,18 +284,27 @@ int main(int argc, char **argv)
     int sizes[16] = {128, 256, 512}, nsizes = 3, iters = 20, warmup = 3;
     int use[M_COUNT] = {1, 1, 1, 1};
     const char *csv = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sizes") && i + 1 < argc) nsizes = parse_list(argv[++i], sizes, 16);
-        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
-        else if (!strcmp(argv[i], "--methods") && i + 1 < argc) {
-            const char *s = argv[++i];
-            for (int m = 0; m < M_COUNT; m++) use[m] = strstr(s, method_name[m]) != NULL;
-        } else {
-            if (rank == 0) fprintf(stderr, "unknown argument %s\n", argv[i]);
-            MPI_Abort(MPI_COMM_WORLD, 2);
+    static const struct option opts[] = {
+        {"sizes", required_argument, NULL, 's'}, {"iters", required_argument, NULL, 'i'},
+        {"warmup", required_argument, NULL, 'w'}, {"csv", required_argument, NULL, 'c'},
+        {"methods", required_argument, NULL, 'm'}, {NULL, 0, NULL, 0},
+    };
+    opterr = rank == 0; /* one rank reports a bad option */
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        switch (c) {
+        case 's': nsizes = parse_list(optarg, sizes, 16); break;
+        case 'i': iters = atoi(optarg); break;
+        case 'w': warmup = atoi(optarg); break;
+        case 'c': csv = optarg; break;
+        case 'm':
+            for (int m = 0; m < M_COUNT; m++) use[m] = strstr(optarg, method_name[m]) != NULL;
+            break;
+        default: MPI_Abort(MPI_COMM_WORLD, 2);
         }
+    }
+    if (optind < argc) {
+        if (rank == 0) fprintf(stderr, "unknown argument %s\n", argv[optind]);
+        MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (nranks != 2) {
         if (rank == 0) fprintf(stderr, "halo3d runs on exactly 2 ranks\n");

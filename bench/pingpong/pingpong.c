@@ -4,7 +4,7 @@
  * through gdte (same fragment size and depth) and a raw copy of those bytes (memcpy on the
  * host; device-to-device, or peer across two GPUs, on a GPU) measured in the same run.
  *
- * Layouts of an N x N double matrix, column-major (seed 001, 4.4.2):
+ * Layouts of an N x N double matrix, column-major (Wu 2017, 4.4.2; docs/REFERENCES.md):
  *   V          a vector sub-matrix: N columns of N doubles, leading dimension 2N (both sides)
  *   T          the lower triangle, an indexed type (both sides)
  *   VC         vector sent, contiguous received (and back)
@@ -23,6 +23,7 @@
  *        [--layouts V,T,VC,transpose] [--sizes N,N,...] [--iters K] [--warmup W]
  *        [--sweep full|default] [--csv FILE] [--device NAME]
  */
+#include <getopt.h>
 #include "twoproc.h"
 #include <stdint.h>
 #include "gdte.h"
@@ -495,24 +496,38 @@ int main(int argc, char **argv)
     tp_init(&argc, &argv);
     rank = tp.rank;
     const char *layouts = "V,T,VC,transpose", *sizes = NULL, *csv_path = NULL, *dev_override = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mem")) opt_device = !strcmp(argv[i + 1], "device");
-        else if (!strcmp(argv[i], "--gpus")) opt_gpus = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--protocol"))
-            opt_protocol = !strcmp(argv[i + 1], "rdma")        ? GDTE_PROTOCOL_RDMA
-                           : !strcmp(argv[i + 1], "copyinout") ? GDTE_PROTOCOL_COPYINOUT
-                                                               : GDTE_PROTOCOL_AUTO;
-        else if (!strcmp(argv[i], "--layouts")) layouts = argv[i + 1];
-        else if (!strcmp(argv[i], "--sizes")) sizes = argv[i + 1];
-        else if (!strcmp(argv[i], "--iters")) opt_iters = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--warmup")) opt_warmup = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--sweep")) opt_full = strcmp(argv[i + 1], "default") != 0;
-        else if (!strcmp(argv[i], "--csv")) csv_path = argv[i + 1];
-        else if (!strcmp(argv[i], "--device")) dev_override = argv[i + 1];
-        else {
-            if (rank == 0) fprintf(stderr, "unknown option %s\n", argv[i]);
-            return tp_finalize(2);
+    /* (--fork was taken out of argv by tp_init) */
+    static const struct option opts[] = {
+        {"mem", required_argument, NULL, 'm'},     {"gpus", required_argument, NULL, 'g'},
+        {"protocol", required_argument, NULL, 'p'}, {"layouts", required_argument, NULL, 'l'},
+        {"sizes", required_argument, NULL, 's'},   {"iters", required_argument, NULL, 'i'},
+        {"warmup", required_argument, NULL, 'w'},  {"sweep", required_argument, NULL, 'S'},
+        {"csv", required_argument, NULL, 'c'},     {"device", required_argument, NULL, 'd'},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = rank == 0; /* one rank reports a bad option */
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'm': opt_device = !strcmp(optarg, "device"); break;
+        case 'g': opt_gpus = atoi(optarg); break;
+        case 'p':
+            opt_protocol = !strcmp(optarg, "rdma")        ? GDTE_PROTOCOL_RDMA
+                           : !strcmp(optarg, "copyinout") ? GDTE_PROTOCOL_COPYINOUT
+                                                          : GDTE_PROTOCOL_AUTO;
+            break;
+        case 'l': layouts = optarg; break;
+        case 's': sizes = optarg; break;
+        case 'i': opt_iters = atoi(optarg); break;
+        case 'w': opt_warmup = atoi(optarg); break;
+        case 'S': opt_full = strcmp(optarg, "default") != 0; break;
+        case 'c': csv_path = optarg; break;
+        case 'd': dev_override = optarg; break;
+        default: return tp_finalize(2);
         }
+    }
+    if (optind < argc) {
+        if (rank == 0) fprintf(stderr, "unknown option %s\n", argv[optind]);
+        return tp_finalize(2);
     }
     if (opt_iters < 1) opt_iters = 1;
     /* The commit measured: GDTE_COMMIT, else the source tree's HEAD now (the one configured
