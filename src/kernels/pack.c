@@ -109,14 +109,28 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
         if (done_p) *done_p = 0;
         return GDTE_OK;
     }
+    gdte_type_info_t ti;
+    if ((st = gdte_type_get_info(type, &ti)) != GDTE_OK) return st;
+    /* The first byte the operation touches (with count > 1 and a negative extent a later
+     * element may lie lower, but this one is touched too). */
+    const char *first;
+    if (!user && ti.true_lb != 0) {
+        /* MPI_BOTTOM: the type's displacements are absolute addresses. Rebase on the first
+         * touched byte so no executor offsets a null pointer. */
+        user = (void *)(uintptr_t)ti.true_lb;
+        L.disp -= ti.true_lb;
+        first = (const char *)user;
+    } else {
+        first = (const char *)user + ti.true_lb;
+    }
     if (!user || !packed) return GDTE_ERR_NULL_BUFFER;
 
     int on_gpu = 0;
     gdte_mem_info_t mu = {GDTE_MEM_HOST, -1}, mp = {GDTE_MEM_HOST, -1};
     if (gdte_gpu_available()) {
         /* The user buffer's first touched byte decides its kind (the buffer pointer itself
-         * may lie outside the allocation when lb is negative). */
-        const char *probe = (const char *)user + L.disp;
+         * may lie outside the allocation when the true lb is not 0). */
+        const char *probe = first;
         if ((st = gdte_mem_query(probe, &mu)) != GDTE_OK || (st = gdte_mem_query(packed, &mp)) != GDTE_OK)
             return st;
         if (flags & GDTE_PACK_FLAG_HOST) {

@@ -53,9 +53,11 @@ int gdte_ipo_finalize(void);
 #define GDTE_IPO_THREAD_MAX MPI_THREAD_MULTIPLE
 
 /* ---- memory kinds ---- */
-typedef enum { GDTE_IPO_HOST = 0, GDTE_IPO_DEVICE = 1, GDTE_IPO_FAKE = 2 } gdte_ipo_kind_t;
-/* Where the data of (buf, count, dt) lives. Host unless a GPU is present or the fake device is
- * on; then one cached lookup of the first byte. */
+typedef enum { GDTE_IPO_HOST = 0, GDTE_IPO_DEVICE = 1, GDTE_IPO_FAKE = 2, GDTE_IPO_MIXED = 3 } gdte_ipo_kind_t;
+/* Where the data of (buf, count, dt) lives: the kind of the bytes the type touches. Host unless a
+ * GPU is present or the fake device is on; then cached lookups of the first and last touched
+ * bytes (and of each field of a struct). MIXED: host and device bytes in one buffer, which the
+ * callers refuse with MPI_ERR_BUFFER. */
 gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt);
 /* The fake-device registry (fakedev.c). */
 int gdte_fake_contains(const void *ptr);

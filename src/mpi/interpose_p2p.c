@@ -66,6 +66,20 @@ typedef struct msg {
     gdte_stage_t *stage;
 } msg_t;
 
+/* A buffer whose touched bytes are partly host and partly device memory. A type too large to
+ * send at all is reported as that (the more useful message when the last byte lies far past
+ * the allocation). */
+static int mixed_fail(MPI_Comm comm, const char *fn, MPI_Datatype dt, int count)
+{
+    gdte_type_h t;
+    int64_t n;
+    gdte_status_t st = gdte_ipo_type(dt, count, &t, &n);
+    return gdte_ipo_fail(comm, fn, st != GDTE_OK ? st : GDTE_ERR_MEMORY_KIND);
+}
+
+/* Receives are posted at the end of their staging, before its guard page (staging.h). */
+#define RECV_AT(m) gdte_stage_tail((m).stage, (size_t)(m).nbytes)
+
 static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, msg_t *m)
 {
     memset(m, 0, sizeof *m);
@@ -107,6 +121,7 @@ int gdte_ipo_send(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype
 {
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return next_send(mode, buf, count, dt, dest, tag, comm);
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, send_name(mode, 0), dt, count);
     msg_t m;
     int rc = msg_pack(send_name(mode, 0), comm, buf, count, dt, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -124,6 +139,7 @@ int gdte_ipo_isend(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatyp
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return next_isend(mode, buf, count, dt, dest, tag, comm, req);
     const char *fn = send_name(mode, 1);
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, fn, dt, count);
     gdte_ipo_req_t *r = gdte_ipo_req_new();
     if (!r) return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
     msg_t m;
@@ -155,6 +171,7 @@ int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Dat
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return next_send_init(mode, buf, count, dt, dest, tag, comm, req);
     static const char *names[4] = {"MPI_Send_init", "MPI_Ssend_init", "MPI_Bsend_init", "MPI_Rsend_init"};
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, names[mode], dt, count);
     msg_t m;
     int rc = msg_prepare(names[mode], comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -238,12 +255,13 @@ int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MP
 {
     gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Recv", dt, count);
     msg_t m;
     int rc = msg_prepare("MPI_Recv", comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
     MPI_Status st;
-    rc = IPO_NEXT(Recv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, source, tag, comm, &st);
+    rc = IPO_NEXT(Recv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, source, tag, comm, &st);
     return recv_done("MPI_Recv", comm, rc, buf, count, dt, kind, &m, &st, status);
 }
 
@@ -256,6 +274,7 @@ static int recv_request(int persistent, void *buf, int count, MPI_Datatype dt, i
     if (kind == GDTE_IPO_HOST)
         return persistent ? IPO_NEXT(Recv_init)(buf, count, dt, source, tag, comm, req)
                           : IPO_NEXT(Irecv)(buf, count, dt, source, tag, comm, req);
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, fn, dt, count);
     msg_t m;
     int rc = msg_prepare(fn, comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -267,8 +286,8 @@ static int recv_request(int persistent, void *buf, int count, MPI_Datatype dt, i
         gdte_stage_release(m.stage);
         return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
     }
-    rc = persistent ? IPO_NEXT(Recv_init)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, source, tag, comm, req)
-                    : IPO_NEXT(Irecv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, source, tag, comm, req);
+    rc = persistent ? IPO_NEXT(Recv_init)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, source, tag, comm, req)
+                    : IPO_NEXT(Irecv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, source, tag, comm, req);
     r->dt = MPI_DATATYPE_NULL;
     r->stage = m.stage;
     if (rc != MPI_SUCCESS) {
@@ -295,12 +314,13 @@ int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_
 {
     gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(MPI_COMM_WORLD, "MPI_Mrecv", dt, count);
     msg_t m;
     int rc = msg_prepare("MPI_Mrecv", MPI_COMM_WORLD, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
     MPI_Status st;
-    rc = IPO_NEXT(Mrecv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, msg, &st);
+    rc = IPO_NEXT(Mrecv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, msg, &st);
     return recv_done("MPI_Mrecv", MPI_COMM_WORLD, rc, buf, count, dt, kind, &m, &st, status);
 }
 
@@ -308,6 +328,7 @@ int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI
 {
     gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(MPI_COMM_WORLD, "MPI_Imrecv", dt, count);
     msg_t m;
     int rc = msg_prepare("MPI_Imrecv", MPI_COMM_WORLD, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -317,7 +338,7 @@ int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI
         gdte_stage_release(m.stage);
         return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Imrecv", GDTE_ERR_NO_MEMORY);
     }
-    rc = IPO_NEXT(Imrecv)(m.stage->ptr, (int)m.nbytes, MPI_PACKED, msg, req);
+    rc = IPO_NEXT(Imrecv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, msg, req);
     r->dt = MPI_DATATYPE_NULL;
     r->stage = m.stage;
     if (rc != MPI_SUCCESS) {
@@ -336,6 +357,8 @@ int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, 
     gdte_ipo_kind_t rk = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(rbuf, rcount, rdt);
     if (sk == GDTE_IPO_HOST && rk == GDTE_IPO_HOST)
         return IPO_NEXT(Sendrecv)(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
+    if (sk == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Sendrecv", sdt, scount);
+    if (rk == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Sendrecv", rdt, rcount);
     msg_t ms = {0}, mr = {0};
     int rc;
     const void *sb = sbuf;
@@ -358,7 +381,7 @@ int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, 
             return rc;
         }
         if (mr.nbytes) {
-            rb = mr.stage->ptr;
+            rb = RECV_AT(mr);
             rcn = (int)mr.nbytes;
             rt = MPI_PACKED;
         }
@@ -385,6 +408,7 @@ int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, i
 {
     gdte_ipo_kind_t k = gdte_ipo_buf_kind(buf, count, dt);
     if (k == GDTE_IPO_HOST) return IPO_NEXT(Sendrecv_replace)(buf, count, dt, dest, stag, source, rtag, comm, status);
+    if (k == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Sendrecv_replace", dt, count);
     /* Two staging buffers: the outgoing stream must be read in full before the incoming one
      * lands, which the MPI's own replace does with a temporary of its own. */
     msg_t ms, mr;
@@ -396,7 +420,7 @@ int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, i
         return rc;
     }
     MPI_Status st;
-    rc = IPO_NEXT(Sendrecv)(ms.stage->ptr, (int)ms.nbytes, MPI_PACKED, dest, stag, mr.stage->ptr, (int)mr.nbytes,
+    rc = IPO_NEXT(Sendrecv)(ms.stage->ptr, (int)ms.nbytes, MPI_PACKED, dest, stag, RECV_AT(mr), (int)mr.nbytes,
                             MPI_PACKED, source, rtag, comm, &st);
     gdte_stage_release(ms.stage);
     int eclass = MPI_SUCCESS, erc = MPI_SUCCESS;
@@ -494,9 +518,11 @@ int gdte_ipo_pack(const void *inbuf, int incount, MPI_Datatype dt, void *outbuf,
                   MPI_Comm comm)
 {
     gdte_ipo_kind_t uk = gdte_ipo_buf_kind(inbuf, incount, dt);
-    gdte_ipo_kind_t pk = incount && outbuf ? gdte_ipo_buf_kind(outbuf, 1, MPI_BYTE) : GDTE_IPO_HOST;
+    gdte_ipo_kind_t pk = incount && outbuf && position ? gdte_ipo_buf_kind((char *)outbuf + *position, 1, MPI_BYTE)
+                                                       : GDTE_IPO_HOST;
     if (uk == GDTE_IPO_HOST && pk == GDTE_IPO_HOST)
         return IPO_NEXT(Pack)(inbuf, incount, dt, outbuf, outsize, position, comm);
+    if (uk == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Pack", dt, incount);
     return pack_common(0, (void *)inbuf, incount, dt, outbuf, outsize, position, comm, uk, pk);
 }
 
@@ -504,8 +530,11 @@ int gdte_ipo_unpack(const void *inbuf, int insize, int *position, void *outbuf, 
                     MPI_Comm comm)
 {
     gdte_ipo_kind_t uk = gdte_ipo_buf_kind(outbuf, outcount, dt);
-    gdte_ipo_kind_t pk = outcount && inbuf ? gdte_ipo_buf_kind(inbuf, 1, MPI_BYTE) : GDTE_IPO_HOST;
+    gdte_ipo_kind_t pk = outcount && inbuf && position
+                             ? gdte_ipo_buf_kind((const char *)inbuf + *position, 1, MPI_BYTE)
+                             : GDTE_IPO_HOST;
     if (uk == GDTE_IPO_HOST && pk == GDTE_IPO_HOST)
         return IPO_NEXT(Unpack)(inbuf, insize, position, outbuf, outcount, dt, comm);
+    if (uk == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Unpack", dt, outcount);
     return pack_common(1, outbuf, outcount, dt, (void *)inbuf, insize, position, comm, uk, pk);
 }

@@ -2,9 +2,16 @@
  * Request bookkeeping. A device message's request is the MPI's own request on the staging
  * buffer: the application holds it, MPI matches, completes, cancels and probes it as usual.
  * gdte only remembers, per request handle, what completion must do: unpack a receive into the
- * device buffer and fix its status, give the staging back. Completion calls look handles up
- * *before* calling the MPI (which overwrites them with MPI_REQUEST_NULL); with no gdte request
- * alive they cost one atomic load.
+ * device buffer and fix its status, give the staging back. With no gdte request alive the
+ * completion calls cost one atomic load.
+ *
+ * Handle values are recycled by the MPI as soon as it frees a request, and with
+ * MPI_THREAD_MULTIPLE another thread may be handed the same value for a new request while
+ * this thread is still inside MPI_Wait. So a completion call *claims* the records of the
+ * handles it was given before it calls the MPI (takes them out of the table, under the lock,
+ * while the application still owns those handles and no other request can have their
+ * values), and after the call either finishes them or puts back those the MPI did not
+ * complete. No lookup by handle value ever happens after the MPI may have freed it.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -53,6 +60,25 @@ gdte_ipo_req_t *gdte_ipo_req_find(MPI_Request h)
     return r;
 }
 
+/* Take the record of an active request out of the table (NULL: not a gdte request, or an
+ * inactive persistent one). The caller finishes it or puts it back with gdte_ipo_req_insert. */
+static gdte_ipo_req_t *claim_active(MPI_Request h)
+{
+    if (h == MPI_REQUEST_NULL || atomic_load_explicit(&req_live, memory_order_acquire) == 0) return NULL;
+    gdte_ipo_req_t *r;
+    pthread_mutex_lock(&req_lock);
+    HASH_FIND(hh, req_table, &h, sizeof h, r);
+    if (r && r->active) {
+        HASH_DEL(req_table, r);
+        r->in_table = 0;
+        req_live--;
+    } else {
+        r = NULL;
+    }
+    pthread_mutex_unlock(&req_lock);
+    return r;
+}
+
 /* Unlink (table or orphan list) and recycle. */
 void gdte_ipo_req_destroy(gdte_ipo_req_t *r)
 {
@@ -83,7 +109,7 @@ int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, M
     int truncated = got > nbytes;
     int64_t n = truncated ? nbytes : (int64_t)got;
     if (n > 0) {
-        gdte_status_t s = gdte_xfer_unpack_from_host(stage->ptr, stage->pinned, n, user, count, type,
+        gdte_status_t s = gdte_xfer_unpack_from_host(gdte_stage_tail(stage, (size_t)nbytes), stage->pinned, n, user, count, type,
                                                      kind == GDTE_IPO_FAKE);
         if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
         gdte_ipo_cnt_g.bytes_unpacked += n;
@@ -106,19 +132,22 @@ int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, M
 
 /* What completion of a gdte request does. `st` is a real status; `rc` what the MPI reported
  * for this request. Returns the request's final error code. */
-static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *fn)
+static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *fn, MPI_Request after)
 {
     int erc = MPI_SUCCESS;
     int eclass = MPI_SUCCESS;
     if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
     if (r->is_recv && !r->unpacked && (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE))
         erc = gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes, st);
-    if (r->persistent && !r->orphan) {
+    if (r->persistent && !r->orphan && after != MPI_REQUEST_NULL) {
+        /* The handle stays the application's: the record goes back into the table. (An MPI
+         * may free a persistent request that completed in error: then the record goes.) */
         r->active = 0;
         r->unpacked = 0;
+        gdte_ipo_req_insert(r);
         return rc != MPI_SUCCESS ? rc : erc;
     }
-    if (r->persistent) {
+    if (r->persistent && r->orphan) {
         /* An orphaned persistent request: the application freed it while active. */
         MPI_Request h = r->handle;
         IPO_NEXT(Request_free)(&h);
@@ -140,16 +169,25 @@ static void orphans_progress(int block)
         gdte_ipo_req_t *r = list;
         list = r->next_orphan;
         MPI_Status st;
-        int flag = 0, rc;
-        if (block) {
+        int flag = 0;
+        int rc = IPO_NEXT(Test)(&r->handle, &flag, &st);
+        if (!flag && block && r->is_recv) {
+            /* MPI_Finalize: a freed receive nobody sent to would block forever. Plain MPI
+             * returns from MPI_Finalize then; so do we: cancel it (it completes at once,
+             * matched or cancelled). */
+            PMPI_Cancel(&r->handle);
             rc = IPO_NEXT(Wait)(&r->handle, &st);
             flag = 1;
-        } else {
-            rc = IPO_NEXT(Test)(&r->handle, &flag, &st);
         }
+        for (int spin = 0; !flag && block && spin < 100000; spin++) rc = IPO_NEXT(Test)(&r->handle, &flag, &st);
         if (flag) {
             orphan_count--;
-            complete_one(r, &st, rc, "MPI_Request_free (completion)");
+            complete_one(r, &st, rc, "MPI_Request_free (completion)", MPI_REQUEST_NULL);
+        } else if (block) {
+            /* A freed send that never completed: its staging may still be read by the MPI, so
+             * it is left allocated (the process is finishing). */
+            orphan_count--;
+            gdte_warn("a freed device send never completed before MPI_Finalize; its staging is not released");
         } else {
             r->next_orphan = keep;
             keep = r;
@@ -168,9 +206,9 @@ static void orphans_progress(int block)
 void gdte_ipo_orphans_drain(void) { orphans_progress(1); }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Per-thread scratch for handle snapshots and statuses: grows, never shrinks, so completion
+/* Per-thread scratch for claimed records and statuses: grows, never shrinks, so completion
  * calls allocate nothing in steady state. */
-static _Thread_local MPI_Request *snap_req;
+static _Thread_local gdte_ipo_req_t **claimed;
 static _Thread_local MPI_Status *snap_st;
 static _Thread_local size_t snap_cap;
 
@@ -181,59 +219,66 @@ static pthread_once_t snap_once = PTHREAD_ONCE_INIT;
 static void snap_release(void *unused)
 {
     (void)unused;
-    free(snap_req);
+    free(claimed);
     free(snap_st);
-    snap_req = NULL;
+    claimed = NULL;
     snap_st = NULL;
     snap_cap = 0;
 }
 static void snap_key_init(void) { pthread_key_create(&snap_key, snap_release); }
 
-static int snapshot(int n, const MPI_Request reqs[])
+static int scratch(int n)
 {
-    if ((size_t)n > snap_cap) {
-        if (snap_cap == 0) {
-            pthread_once(&snap_once, snap_key_init);
-            pthread_setspecific(snap_key, &snap_once); /* any non-NULL value arms the destructor */
-        }
-        size_t c = (size_t)n < 64 ? 64 : (size_t)n;
-        MPI_Request *a = realloc(snap_req, c * sizeof *a);
-        if (!a) return -1;
-        snap_req = a;
-        MPI_Status *b = realloc(snap_st, c * sizeof *b);
-        if (!b) return -1;
-        snap_st = b;
-        snap_cap = c;
+    if ((size_t)n <= snap_cap) return 0;
+    if (snap_cap == 0) {
+        pthread_once(&snap_once, snap_key_init);
+        pthread_setspecific(snap_key, &snap_once); /* any non-NULL value arms the destructor */
     }
-    memcpy(snap_req, reqs, (size_t)n * sizeof *reqs);
+    size_t c = (size_t)n < 64 ? 64 : (size_t)n;
+    gdte_ipo_req_t **a = realloc(claimed, c * sizeof *a);
+    if (!a) return -1;
+    claimed = a;
+    MPI_Status *b = realloc(snap_st, c * sizeof *b);
+    if (!b) return -1;
+    snap_st = b;
+    snap_cap = c;
     return 0;
 }
 
-/* Any active gdte request among the first n handles? */
-static int any_gdte(int n, const MPI_Request reqs[])
+/* Claim the active gdte requests among the first n handles into claimed[0..n); returns how
+ * many, or -1 when the scratch cannot grow (nothing claimed then). */
+static int claim_many(int n, const MPI_Request reqs[])
 {
-    if (atomic_load_explicit(&req_live, memory_order_acquire) == 0) return 0;
+    if (n <= 0 || atomic_load_explicit(&req_live, memory_order_acquire) == 0) return 0;
+    if (scratch(n)) return -1;
+    int found = 0;
     for (int i = 0; i < n; i++) {
-        gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
-        if (r && r->active) return 1;
+        claimed[i] = claim_active(reqs[i]);
+        found += claimed[i] != NULL;
     }
-    return 0;
+    return found;
 }
 
-static gdte_ipo_req_t *find_active(MPI_Request h)
+/* Put back the claimed records the MPI did not complete. */
+static void unclaim(int n, int except_pos, const int *done_idx, int ndone)
 {
-    gdte_ipo_req_t *r = gdte_ipo_req_find(h);
-    return r && r->active ? r : NULL;
+    for (int i = 0; i < n; i++) {
+        if (!claimed[i] || i == except_pos) continue;
+        int done = 0;
+        for (int k = 0; k < ndone && !done; k++) done = done_idx[k] == i;
+        if (!done) gdte_ipo_req_insert(claimed[i]);
+        claimed[i] = NULL;
+    }
 }
 
 int gdte_ipo_wait(MPI_Request *req, MPI_Status *status)
 {
     orphans_progress(0);
-    gdte_ipo_req_t *r = req ? find_active(*req) : NULL;
+    gdte_ipo_req_t *r = req ? claim_active(*req) : NULL;
     if (!r) return IPO_NEXT(Wait)(req, status);
     MPI_Status st;
     int rc = IPO_NEXT(Wait)(req, &st);
-    rc = complete_one(r, &st, rc, "MPI_Wait");
+    rc = complete_one(r, &st, rc, "MPI_Wait", *req);
     if (status != MPI_STATUS_IGNORE) *status = st;
     return rc;
 }
@@ -241,37 +286,44 @@ int gdte_ipo_wait(MPI_Request *req, MPI_Status *status)
 int gdte_ipo_test(MPI_Request *req, int *flag, MPI_Status *status)
 {
     orphans_progress(0);
-    gdte_ipo_req_t *r = req ? find_active(*req) : NULL;
+    gdte_ipo_req_t *r = req ? claim_active(*req) : NULL;
     if (!r) return IPO_NEXT(Test)(req, flag, status);
     MPI_Status st;
     int rc = IPO_NEXT(Test)(req, flag, &st);
-    if (!*flag) return rc;
-    rc = complete_one(r, &st, rc, "MPI_Test");
+    if (!*flag) {
+        gdte_ipo_req_insert(r);
+        return rc;
+    }
+    rc = complete_one(r, &st, rc, "MPI_Test", *req);
     if (status != MPI_STATUS_IGNORE) *status = st;
     return rc;
 }
 
-/* After a multiple-completion call: finish the gdte requests at the given positions. `sts`
- * holds their statuses; with MPI_ERR_IN_STATUS each status carries its own code. Returns the
- * call's final code. */
-static int finish_many(int rc, int npos, const int *pos, MPI_Status *sts, int st_by_pos, const char *fn)
+/* After a multiple-completion call: finish the claimed requests at the completed positions
+ * (`pos`, or 0..npos-1) and put the others back. `sts` holds their statuses (by position in
+ * `pos` when st_by_pos); with MPI_ERR_IN_STATUS each status carries its own code, and
+ * MPI_ERR_PENDING marks a request the call did not complete. Returns the call's final code. */
+static int finish_many(int n, const MPI_Request reqs[], int rc, int npos, const int *pos, MPI_Status *sts,
+                       int st_by_pos, const char *fn)
 {
     int in_status = rc == MPI_ERR_IN_STATUS;
     int any_err = 0;
     for (int k = 0; k < npos; k++) {
         int i = pos ? pos[k] : k;
-        gdte_ipo_req_t *r = find_active(snap_req[i]);
+        gdte_ipo_req_t *r = claimed[i];
         if (!r) continue;
         MPI_Status *st = &sts[st_by_pos ? k : i];
         int rrc = in_status ? st->MPI_ERROR : rc;
-        if (rrc == MPI_ERR_PENDING) continue; /* not completed by this call */
-        int erc = complete_one(r, st, rrc, fn);
+        if (rrc == MPI_ERR_PENDING) continue; /* not completed by this call: put back below */
+        claimed[i] = NULL;
+        int erc = complete_one(r, st, rrc, fn, reqs[i]);
         if (erc != rrc) {
             /* Our unpack failed where the MPI had succeeded. */
             st->MPI_ERROR = erc;
             any_err = 1;
         }
     }
+    unclaim(n, -1, NULL, 0);
     /* The failing request's communicator handler has run already (gdte_ipo_fail). */
     return any_err && !in_status ? MPI_ERR_IN_STATUS : rc;
 }
@@ -279,67 +331,72 @@ static int finish_many(int rc, int npos, const int *pos, MPI_Status *sts, int st
 int gdte_ipo_waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
     orphans_progress(0);
-    if (n <= 0 || !any_gdte(n, reqs)) return IPO_NEXT(Waitall)(n, reqs, statuses);
-    if (snapshot(n, reqs)) return IPO_NEXT(Waitall)(n, reqs, statuses);
+    if (claim_many(n, reqs) <= 0) return IPO_NEXT(Waitall)(n, reqs, statuses);
     MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
     int rc = IPO_NEXT(Waitall)(n, reqs, sts);
-    return finish_many(rc, n, NULL, sts, 0, "MPI_Waitall");
+    return finish_many(n, reqs, rc, n, NULL, sts, 0, "MPI_Waitall");
 }
 
 int gdte_ipo_testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
     orphans_progress(0);
-    if (n <= 0 || !any_gdte(n, reqs)) return IPO_NEXT(Testall)(n, reqs, flag, statuses);
-    if (snapshot(n, reqs)) return IPO_NEXT(Testall)(n, reqs, flag, statuses);
+    if (claim_many(n, reqs) <= 0) return IPO_NEXT(Testall)(n, reqs, flag, statuses);
     MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
     int rc = IPO_NEXT(Testall)(n, reqs, flag, sts);
-    if (!*flag && rc != MPI_ERR_IN_STATUS) return rc;
-    return finish_many(rc, n, NULL, sts, 0, "MPI_Testall");
+    if (!*flag && rc != MPI_ERR_IN_STATUS) {
+        unclaim(n, -1, NULL, 0);
+        return rc;
+    }
+    return finish_many(n, reqs, rc, n, NULL, sts, 0, "MPI_Testall");
+}
+
+static int any_common(int test, int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+{
+    const char *fn = test ? "MPI_Testany" : "MPI_Waitany";
+    orphans_progress(0);
+    if (claim_many(n, reqs) <= 0)
+        return test ? IPO_NEXT(Testany)(n, reqs, index, flag, status) : IPO_NEXT(Waitany)(n, reqs, index, status);
+    MPI_Status st;
+    int f = 1;
+    int rc = test ? IPO_NEXT(Testany)(n, reqs, index, &f, &st) : IPO_NEXT(Waitany)(n, reqs, index, &st);
+    if (flag) *flag = f;
+    int done = f && *index != MPI_UNDEFINED ? *index : -1;
+    gdte_ipo_req_t *r = done >= 0 ? claimed[done] : NULL;
+    unclaim(n, done, NULL, 0);
+    if (r) {
+        claimed[done] = NULL;
+        rc = complete_one(r, &st, rc, fn, reqs[done]);
+    }
+    if (f && status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
 }
 
 int gdte_ipo_waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
 {
-    orphans_progress(0);
-    if (n <= 0 || !any_gdte(n, reqs)) return IPO_NEXT(Waitany)(n, reqs, index, status);
-    if (snapshot(n, reqs)) return IPO_NEXT(Waitany)(n, reqs, index, status);
-    MPI_Status st;
-    int rc = IPO_NEXT(Waitany)(n, reqs, index, &st);
-    if (*index != MPI_UNDEFINED) {
-        gdte_ipo_req_t *r = find_active(snap_req[*index]);
-        if (r) rc = complete_one(r, &st, rc, "MPI_Waitany");
-    }
-    if (status != MPI_STATUS_IGNORE) *status = st;
-    return rc;
+    return any_common(0, n, reqs, index, NULL, status);
 }
 
 int gdte_ipo_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
-    orphans_progress(0);
-    if (n <= 0 || !any_gdte(n, reqs)) return IPO_NEXT(Testany)(n, reqs, index, flag, status);
-    if (snapshot(n, reqs)) return IPO_NEXT(Testany)(n, reqs, index, flag, status);
-    MPI_Status st;
-    int rc = IPO_NEXT(Testany)(n, reqs, index, flag, &st);
-    if (*flag && *index != MPI_UNDEFINED) {
-        gdte_ipo_req_t *r = find_active(snap_req[*index]);
-        if (r) rc = complete_one(r, &st, rc, "MPI_Testany");
-    }
-    if (status != MPI_STATUS_IGNORE) *status = st;
-    return rc;
+    return any_common(1, n, reqs, index, flag, status);
 }
 
 static int some(int test, int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
     const char *fn = test ? "MPI_Testsome" : "MPI_Waitsome";
     orphans_progress(0);
-    if (n <= 0 || !any_gdte(n, reqs) || snapshot(n, reqs))
+    if (claim_many(n, reqs) <= 0)
         return test ? IPO_NEXT(Testsome)(n, reqs, outcount, indices, statuses)
                     : IPO_NEXT(Waitsome)(n, reqs, outcount, indices, statuses);
     MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
     int rc = test ? IPO_NEXT(Testsome)(n, reqs, outcount, indices, sts)
                   : IPO_NEXT(Waitsome)(n, reqs, outcount, indices, sts);
-    if (*outcount == MPI_UNDEFINED || *outcount == 0) return rc;
+    if (*outcount == MPI_UNDEFINED || *outcount == 0) {
+        unclaim(n, -1, NULL, 0);
+        return rc;
+    }
     /* Statuses of *some calls are by completion position, not by request index. */
-    return finish_many(rc, *outcount, indices, sts, 1, fn);
+    return finish_many(n, reqs, rc, *outcount, indices, sts, 1, fn);
 }
 
 int gdte_ipo_waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
@@ -354,7 +411,9 @@ int gdte_ipo_testsome(int n, MPI_Request reqs[], int *outcount, int indices[], M
 
 int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
 {
-    gdte_ipo_req_t *r = find_active(req);
+    /* No claim: the request stays live (this call never frees it). */
+    gdte_ipo_req_t *r = gdte_ipo_req_find(req);
+    if (r && !r->active) r = NULL;
     if (!r || !r->is_recv) return IPO_NEXT(Request_get_status)(req, flag, status);
     MPI_Status st;
     int rc = IPO_NEXT(Request_get_status)(req, flag, &st);
@@ -376,7 +435,17 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
 
 int gdte_ipo_request_free(MPI_Request *req)
 {
-    gdte_ipo_req_t *r = req ? gdte_ipo_req_find(*req) : NULL;
+    gdte_ipo_req_t *r = NULL;
+    if (req && *req != MPI_REQUEST_NULL && atomic_load_explicit(&req_live, memory_order_acquire) > 0) {
+        pthread_mutex_lock(&req_lock);
+        HASH_FIND(hh, req_table, req, sizeof *req, r);
+        if (r) {
+            HASH_DEL(req_table, r);
+            r->in_table = 0;
+            req_live--;
+        }
+        pthread_mutex_unlock(&req_lock);
+    }
     if (!r) return IPO_NEXT(Request_free)(req);
     if (!r->active) {
         /* An inactive persistent request: its staging and references go now. */
@@ -387,9 +456,6 @@ int gdte_ipo_request_free(MPI_Request *req)
     /* Freed while active: MPI completes it in the background, so gdte must still unpack and
      * release its staging when it completes. Keep the handle and progress it ourselves. */
     pthread_mutex_lock(&req_lock);
-    HASH_DEL(req_table, r);
-    req_live--;
-    r->in_table = 0;
     r->orphan = 1;
     r->next_orphan = orphans;
     orphans = r;
@@ -409,7 +475,10 @@ int gdte_ipo_start(MPI_Request *req)
         if (rc != MPI_SUCCESS) return rc;
     }
     int rc = IPO_NEXT(Start)(req);
-    if (rc == MPI_SUCCESS) r->active = 1;
+    if (rc == MPI_SUCCESS) {
+        r->active = 1;
+        if (r->is_recv) gdte_ipo_cnt_g.recvs++;
+    }
     return rc;
 }
 
@@ -428,7 +497,10 @@ int gdte_ipo_startall(int n, MPI_Request reqs[])
     if (rc == MPI_SUCCESS)
         for (int i = 0; i < n; i++) {
             gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
-            if (r) r->active = 1;
+            if (r) {
+                r->active = 1;
+                if (r->is_recv) gdte_ipo_cnt_g.recvs++;
+            }
         }
     return rc;
 }

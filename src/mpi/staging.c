@@ -1,6 +1,8 @@
 /* Staging pool (see staging.h for the policy). */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "staging.h"
 #include "gpu/gpu.h"
 #include "util/util.h"
@@ -8,9 +10,16 @@
 #define STAGE_MIN_SHIFT 12 /* 4 KiB: below that the class bookkeeping costs more than it saves */
 #define STAGE_CLASSES 30   /* up to 2^41 bytes */
 #define STAGE_POOLS 3      /* host, device, fake device */
+/* Free buffers kept per class: at least STAGE_RETAIN_MIN, and as many as fit in
+ * STAGE_RETAIN_BYTES. More are returned to the system on release, so a burst of many
+ * outstanding messages does not stay resident after it completes. */
+#define STAGE_RETAIN_MIN 4
+#define STAGE_RETAIN_BYTES (8 << 20)
 
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 static gdte_stage_t *free_list[STAGE_POOLS][STAGE_CLASSES];
+static int free_count[STAGE_POOLS][STAGE_CLASSES];
+static size_t page_size;
 static gdte_stage_stats_t stats;
 static int64_t stage_max;
 static int overflow_warned;
@@ -32,21 +41,38 @@ static int class_of(size_t size, size_t *class_size_p)
     return s >= size ? c : -1;
 }
 
+/* Host staging is mapped with one inaccessible page after its last byte. A receive is posted at
+ * the end of the buffer (gdte_stage_tail), so an MPI that writes a longer message than the
+ * receive's count (Open MPI's shared-memory single-copy path reads the sender's whole message
+ * into the receive buffer before it reports the truncation) runs into the guard page, where
+ * the kernel's process_vm_readv stops with EFAULT, instead of into other memory. */
+static gdte_status_t host_map(gdte_stage_t *s)
+{
+    size_t len = s->size + page_size;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return GDTE_ERR_NO_MEMORY;
+    if (mprotect((char *)p + s->size, page_size, PROT_NONE) != 0) {
+        munmap(p, len);
+        return GDTE_ERR_NO_MEMORY;
+    }
+    s->ptr = p;
+    if (gdte_gpu_available()) {
+        /* Pinned and mapped, so small messages can be packed straight into it by a kernel. */
+        if (gdte_gpu_host_register(p, s->size) == GDTE_OK)
+            s->pinned = 1;
+        else
+            gdte_warn("pinning %zu bytes of staging failed (%s); using pageable memory", s->size,
+                      gdte_gpu_last_error());
+    }
+    return GDTE_OK;
+}
+
 static gdte_status_t sys_alloc(gdte_stage_t *s)
 {
     if (gdte_fault_hit(GDTE_KNOB_FAULT_STAGING_OOM)) /* injected: as if the system had no memory left */
         return s->kind == GDTE_STAGE_DEVICE ? GDTE_ERR_NO_DEVICE_MEMORY : GDTE_ERR_NO_MEMORY;
     if (s->kind == GDTE_STAGE_DEVICE && !s->fake) return gdte_gpu_malloc(&s->ptr, s->size);
-    if (s->kind == GDTE_STAGE_HOST && gdte_gpu_available()) {
-        /* Mapped, so small messages can be packed straight into it by a kernel (zero copy). */
-        gdte_status_t st = gdte_gpu_host_alloc(&s->ptr, s->size, 1);
-        if (st == GDTE_OK) {
-            s->pinned = 1;
-            return GDTE_OK;
-        }
-        gdte_warn("pinned staging allocation of %zu bytes failed (%s); using pageable memory", s->size,
-                  gdte_gpu_last_error());
-    }
+    if (s->kind == GDTE_STAGE_HOST) return host_map(s);
     void *p = NULL;
     if (posix_memalign(&p, 4096, s->size ? s->size : 1)) return GDTE_ERR_NO_MEMORY;
     s->ptr = p;
@@ -55,19 +81,30 @@ static gdte_status_t sys_alloc(gdte_stage_t *s)
 
 static void sys_free(gdte_stage_t *s)
 {
-    if (s->kind == GDTE_STAGE_DEVICE && !s->fake)
+    if (s->kind == GDTE_STAGE_DEVICE && !s->fake) {
         gdte_gpu_free(s->ptr);
-    else if (s->pinned)
-        gdte_gpu_host_free(s->ptr);
-    else
+    } else if (s->kind == GDTE_STAGE_HOST) {
+        if (s->pinned) gdte_gpu_host_unregister(s->ptr);
+        munmap(s->ptr, s->size + page_size);
+    } else {
         free(s->ptr);
+    }
     free(s);
+}
+
+void *gdte_stage_tail(const gdte_stage_t *s, size_t n)
+{
+    size_t r = (n + 63) & ~(size_t)63;
+    if (r > s->size) r = s->size;
+    return (char *)s->ptr + (s->size - r);
 }
 
 gdte_status_t gdte_stage_init(void)
 {
     pthread_mutex_lock(&stage_lock);
     stage_max = gdte_knob(GDTE_KNOB_STAGING_MAX);
+    long ps = sysconf(_SC_PAGESIZE);
+    page_size = ps > 0 ? (size_t)ps : 4096;
     pthread_mutex_unlock(&stage_lock);
     return GDTE_OK;
 }
@@ -81,6 +118,7 @@ static void trim_locked(int64_t need)
             while (free_list[p][c] && stats.bytes_held + need > stage_max) {
                 gdte_stage_t *s = free_list[p][c];
                 free_list[p][c] = s->next;
+                free_count[p][c]--;
                 stats.bytes_held -= (int64_t)s->size;
                 sys_free(s);
             }
@@ -98,6 +136,7 @@ gdte_status_t gdte_stage_acquire(gdte_stage_kind_t kind, int fake, size_t size, 
     gdte_stage_t *s = free_list[p][c];
     if (s) {
         free_list[p][c] = s->next;
+        free_count[p][c]--;
         s->next = NULL;
         stats.reuses++;
         stats.bytes_in_use += (int64_t)s->size;
@@ -159,10 +198,19 @@ void gdte_stage_release(gdte_stage_t *s)
     size_t csize;
     int c = class_of(s->size, &csize);
     int p = pool_of(s->kind, s->fake);
+    int retain = (int)(STAGE_RETAIN_BYTES / csize);
+    if (retain < STAGE_RETAIN_MIN) retain = STAGE_RETAIN_MIN;
     pthread_mutex_lock(&stage_lock);
     stats.bytes_in_use -= (int64_t)s->size;
+    if (free_count[p][c] >= retain) {
+        stats.bytes_held -= (int64_t)s->size;
+        pthread_mutex_unlock(&stage_lock);
+        sys_free(s); /* unlocked: unpinning can take a while */
+        return;
+    }
     s->next = free_list[p][c];
     free_list[p][c] = s;
+    free_count[p][c]++;
     pthread_mutex_unlock(&stage_lock);
 }
 
@@ -174,6 +222,7 @@ void gdte_stage_finalize(void)
             while (free_list[p][c]) {
                 gdte_stage_t *s = free_list[p][c];
                 free_list[p][c] = s->next;
+                free_count[p][c]--;
                 stats.bytes_held -= (int64_t)s->size;
                 sys_free(s);
             }

@@ -2,8 +2,10 @@
  * staging.h: the interposer's bounded pool of staging buffers (pinned host memory that MPI
  * sends from and receives into, and device memory the pack pipeline rings through).
  *
- * Buffers come in power-of-two size classes and go back to a free list when released, so a
- * steady stream of messages of similar sizes allocates nothing after warm-up. The bytes the
+ * Buffers come in power-of-two size classes and go back to a free list when released (a bounded
+ * number per class), so a steady stream of messages of similar sizes allocates nothing after
+ * warm-up, and a burst of many outstanding messages is given back once it completes. HOST
+ * buffers are followed by an inaccessible guard page (see gdte_stage_tail). The bytes the
  * pool holds (in use + cached) stay under GDTE_STAGING_MAX: when a request would pass it, the
  * cache is trimmed first; if buffers in use alone would pass it, the buffer is allocated
  * outside the pool for that message only and freed on release (counted, warned once). We never
@@ -51,6 +53,9 @@ void gdte_stage_finalize(void);
  * backed by host memory. */
 gdte_status_t gdte_stage_acquire(gdte_stage_kind_t kind, int fake, size_t size, gdte_stage_t **stage_p);
 void gdte_stage_release(gdte_stage_t *stage);
+/* Where a receive of `n` bytes is posted in a HOST buffer: its last bytes (64-byte aligned), so
+ * that anything written past them hits the guard page that follows every HOST buffer. */
+void *gdte_stage_tail(const gdte_stage_t *stage, size_t n);
 void gdte_stage_get_stats(gdte_stage_stats_t *stats_p);
 
 #endif

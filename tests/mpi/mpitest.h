@@ -6,7 +6,7 @@
  * Every test runs its exchange twice, once on device buffers and once on plain host buffers
  * (which gdte hands to the MPI untouched), and compares the two byte for byte.
  *
- * GDTE_TEST_MODE (set by CTest) says what the run must show:
+ * GDTETEST_MODE (set by CTest) says what the run must show:
  *   fake      the interposer is loaded and active: device phases must go through gdte
  *             (its counters move) and host phases must not;
  *   disabled  the interposer is loaded under GDTE_DISABLE=1: nothing goes through gdte;
@@ -58,6 +58,8 @@ static inline int mt_cuda(void) { return mt_mode && !strcmp(mt_mode, "cuda"); }
 static inline int mt_expect_gdte(void) { return mt_fake() || mt_cuda(); }
 
 static int (*mt_cuda_malloc_managed)(void **, size_t, unsigned);
+static int (*mt_cuda_malloc)(void **, size_t);
+static int (*mt_cuda_memcpy)(void *, const void *, size_t, int);
 static int (*mt_cuda_free)(void *);
 static int (*mt_cuda_sync)(void);
 
@@ -86,14 +88,17 @@ static inline void mt_init_common(void)
 {
     MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mt_size);
-    mt_mode = getenv("GDTE_TEST_MODE");
+    mt_mode = getenv("GDTETEST_MODE");
     if (mt_cuda()) {
         int (*count)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaGetDeviceCount");
         int (*setdev)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "cudaSetDevice");
         mt_cuda_malloc_managed = (int (*)(void **, size_t, unsigned))dlsym(RTLD_DEFAULT, "cudaMallocManaged");
         mt_cuda_free = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaFree");
+        mt_cuda_malloc = (int (*)(void **, size_t))dlsym(RTLD_DEFAULT, "cudaMalloc");
+        mt_cuda_memcpy = (int (*)(void *, const void *, size_t, int))dlsym(RTLD_DEFAULT, "cudaMemcpy");
         mt_cuda_sync = (int (*)(void))dlsym(RTLD_DEFAULT, "cudaDeviceSynchronize");
-        int n = 0, ok = count && setdev && mt_cuda_malloc_managed && mt_cuda_free && mt_cuda_sync &&
+        int n = 0, ok = count && setdev && mt_cuda_malloc_managed && mt_cuda_free && mt_cuda_sync && mt_cuda_malloc &&
+                        mt_cuda_memcpy &&
                         count(&n) == 0 && n > 0;
         int all = 0;
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -141,6 +146,32 @@ static inline void mt_dev_free(void *p)
     }
     if (gdte_fake_device_unregister) gdte_fake_device_unregister(p);
     free(p);
+}
+
+/* Real device memory (cudaMalloc) in cuda mode, which the host cannot touch: filled and read
+ * back with mt_put/mt_get. In fake mode, registered host memory as mt_dev_alloc. */
+static inline void *mt_devmem_alloc(size_t n)
+{
+    if (!mt_cuda()) return mt_dev_alloc(n);
+    void *d = NULL;
+    MT_CHECK(mt_cuda_malloc(&d, n ? n : 1) == 0 && d, "cudaMalloc %zu", n);
+    return d;
+}
+static inline void mt_devmem_free(void *p)
+{
+    if (p && mt_cuda()) mt_cuda_free(p);
+    else mt_dev_free(p);
+}
+/* Copies between host memory and a buffer of either kind (cudaMemcpyDefault infers). */
+static inline void mt_put(void *dst, const void *src, size_t n)
+{
+    if (mt_cuda()) MT_CHECK(mt_cuda_memcpy(dst, src, n, 4 /* cudaMemcpyDefault */) == 0, "cudaMemcpy to %zu", n);
+    else memcpy(dst, src, n);
+}
+static inline void mt_get(void *dst, const void *src, size_t n)
+{
+    if (mt_cuda()) MT_CHECK(mt_cuda_memcpy(dst, src, n, 4) == 0, "cudaMemcpy from %zu", n);
+    else memcpy(dst, src, n);
 }
 
 static inline void *mt_alloc(int device, size_t n) { return device ? mt_dev_alloc(n) : calloc(1, n ? n : 1); }

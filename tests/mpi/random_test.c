@@ -1,0 +1,608 @@
+/*
+ * Random nested datatypes through the interposer, checked against the MPI's own MPI_Pack /
+ * MPI_Unpack on host copies.
+ *
+ * Every case is generated from (seed, case) alone, identically on both ranks: a random type of
+ * depth >= 3 (contiguous, vector, hvector, indexed, hindexed, indexed_block, hindexed_block,
+ * struct with mixed fields, subarray in C and Fortran order, resized with positive and negative
+ * bounds, dup), a count, a receive type of the same signature (the same type, a dense or
+ * scattered hindexed of the base type, or fewer elements than sent: truncation), a pairing
+ * (device to device, device to host, host to device, host to host), a call pattern (blocking,
+ * nonblocking with each completion call, synchronous, Sendrecv, persistent, matched probe), and
+ * an addressing mode (buf inside its allocation, buf outside it because the type's true lower
+ * bound is far from 0, or MPI_BOTTOM with absolute addresses). Buffers are cut to exactly the
+ * bytes the type touches plus a small poisoned margin, so a byte written or read outside is
+ * caught (in fake mode) or faults (on a GPU, under compute-sanitizer).
+ *
+ * The receiver knows what the sender sent (same seed): it builds the expected buffer with
+ * MPI_Pack of the sender's host copy and MPI_Unpack into a poisoned host copy of its own
+ * buffer, and compares every byte of its allocation, gaps and margins included. A truncated
+ * receive must end in MPI_ERR_TRUNCATE with no byte outside the receive type's map changed.
+ *
+ * Usage: random_test [--cases N] [--seed S] [--first K] [--max-bytes B] [--verbose]
+ * Rank 0 and 1 exchange; further ranks only take part in the closing reduction.
+ */
+#include <stdarg.h>
+#include "mpitest.h"
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static int64_t rr(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+static int chance(int pct) { return (int)(rnd() % 100) < pct; }
+
+static int verbose;
+static int64_t max_bytes = 96 * 1024; /* packed bytes of one message */
+
+/* ---- random types ------------------------------------------------------------------------ */
+#define MAX_FREE 256
+static MPI_Datatype to_free[MAX_FREE];
+static int nfree;
+static MPI_Datatype keep(MPI_Datatype t)
+{
+    if (nfree < MAX_FREE) to_free[nfree++] = t;
+    return t;
+}
+static void free_all(void)
+{
+    for (int i = 0; i < nfree; i++) MPI_Type_free(&to_free[i]);
+    nfree = 0;
+}
+
+typedef struct {
+    MPI_Datatype t;
+    int base;      /* index into bases[] when every element is that type, -1 when mixed */
+    char desc[512];
+} rtype_t;
+
+static const struct {
+    MPI_Datatype t;
+    const char *name;
+    int size;
+} bases[] = {{MPI_CHAR, "char", 1}, {MPI_SHORT, "short", 2}, {MPI_INT, "int", 4}, {MPI_DOUBLE, "double", 8},
+             {MPI_FLOAT, "float", 4}};
+#define NBASES 5
+
+static void bounds(MPI_Datatype t, MPI_Aint *lb, MPI_Aint *ext, MPI_Aint *tlb, MPI_Aint *text, int *size)
+{
+    MPI_Type_get_extent(t, lb, ext);
+    MPI_Type_get_true_extent(t, tlb, text);
+    MPI_Type_size(t, size);
+}
+
+/* Invariant of every generated type: its data lies within [lb, ub) and no two of its bytes
+ * overlap, so copies at multiples of the extent never overlap either. */
+static int fits(MPI_Datatype t)
+{
+    MPI_Aint lb, ext, tlb, text;
+    int size;
+    bounds(t, &lb, &ext, &tlb, &text, &size);
+    return size > 0 && size <= 64 * 1024 && ext <= 512 * 1024 && tlb >= lb && tlb + text <= lb + ext;
+}
+
+static void gen(int depth, rtype_t *out);
+
+static void leaf(rtype_t *out)
+{
+    int b = (int)rr(0, NBASES - 1);
+    out->t = bases[b].t;
+    out->base = b;
+    snprintf(out->desc, sizeof out->desc, "%s", bases[b].name);
+}
+
+static void gen(int depth, rtype_t *out)
+{
+    if (depth == 0) {
+        leaf(out);
+        return;
+    }
+    rtype_t c;
+    gen(depth - 1, &c);
+    MPI_Aint lb, ext, tlb, text;
+    int size;
+    bounds(c.t, &lb, &ext, &tlb, &text, &size);
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    char d[512];
+    int base = c.base;
+    for (int attempt = 0; attempt < 8 && t == MPI_DATATYPE_NULL; attempt++) {
+        int k = (int)rr(0, 10);
+        switch (k) {
+        case 0: {
+            int n = (int)rr(1, 5);
+            MPI_Type_contiguous(n, c.t, &t);
+            snprintf(d, sizeof d, "contig(%d,%s)", n, c.desc);
+            break;
+        }
+        case 1: {
+            int n = (int)rr(1, 5), bl = (int)rr(1, 3), st = (int)rr(bl, bl + 3);
+            if (chance(25)) st = -st;
+            MPI_Type_vector(n, bl, st, c.t, &t);
+            snprintf(d, sizeof d, "vector(%d,%d,%d,%s)", n, bl, st, c.desc);
+            break;
+        }
+        case 2: {
+            int n = (int)rr(1, 4), bl = (int)rr(1, 3);
+            MPI_Aint st = bl * ext + rr(0, 24);
+            if (chance(25)) st = -st;
+            MPI_Type_create_hvector(n, bl, st, c.t, &t);
+            snprintf(d, sizeof d, "hvector(%d,%d,%ld,%s)", n, bl, (long)st, c.desc);
+            break;
+        }
+        case 3:
+        case 4: { /* indexed / hindexed, blocks in random order, gaps, negative displacements */
+            int n = (int)rr(1, 6), len[6];
+            MPI_Aint disp[6];
+            int dsp[6];
+            int64_t at = chance(30) ? -rr(1, 4) * (int64_t)(n * 3) : 0; /* in elements */
+            int order = chance(30);
+            for (int i = 0; i < n; i++) {
+                len[i] = (int)rr(0, 3);
+                dsp[i] = (int)at;
+                at += len[i] + rr(0, 2);
+            }
+            if (order)
+                for (int i = 0; i < n / 2; i++) { /* reversed: memory order differs from type order */
+                    int tl = len[i], td = dsp[i];
+                    len[i] = len[n - 1 - i];
+                    dsp[i] = dsp[n - 1 - i];
+                    len[n - 1 - i] = tl;
+                    dsp[n - 1 - i] = td;
+                }
+            int total = 0;
+            for (int i = 0; i < n; i++) total += len[i];
+            if (total == 0) len[0] = 1;
+            if (k == 3) {
+                MPI_Type_indexed(n, len, dsp, c.t, &t);
+                snprintf(d, sizeof d, "indexed(%d%s,%s)", n, order ? ",rev" : "", c.desc);
+            } else {
+                for (int i = 0; i < n; i++) disp[i] = (MPI_Aint)dsp[i] * ext;
+                MPI_Type_create_hindexed(n, len, disp, c.t, &t);
+                snprintf(d, sizeof d, "hindexed(%d%s,%s)", n, order ? ",rev" : "", c.desc);
+            }
+            break;
+        }
+        case 5: {
+            int n = (int)rr(1, 5), bl = (int)rr(1, 3), dsp[5];
+            MPI_Aint disp[5];
+            int at = chance(30) ? -(int)rr(1, 3) * n * bl * 2 : 0;
+            for (int i = 0; i < n; i++) {
+                dsp[i] = at;
+                disp[i] = (MPI_Aint)at * ext;
+                at += bl + (int)rr(0, 2);
+            }
+            if (chance(50)) {
+                MPI_Type_create_indexed_block(n, bl, dsp, c.t, &t);
+                snprintf(d, sizeof d, "indexed_block(%d,%d,%s)", n, bl, c.desc);
+            } else {
+                MPI_Type_create_hindexed_block(n, bl, disp, c.t, &t);
+                snprintf(d, sizeof d, "hindexed_block(%d,%d,%s)", n, bl, c.desc);
+            }
+            break;
+        }
+        case 6: { /* struct: the child and one or two other fields, negative displacements too */
+            int n = (int)rr(1, 3), len[3];
+            MPI_Datatype ts[3];
+            MPI_Aint disp[3];
+            rtype_t f[3];
+            f[0] = c;
+            for (int i = 1; i < n; i++) gen(chance(50) ? depth - 1 : 0, &f[i]);
+            MPI_Aint at = chance(30) ? -(MPI_Aint)rr(1, 64) * 8 : 0;
+            int b = f[0].base;
+            for (int i = 0; i < n; i++) {
+                MPI_Aint flb, fext, ftlb, ftext;
+                int fsize;
+                bounds(f[i].t, &flb, &fext, &ftlb, &ftext, &fsize);
+                len[i] = (int)rr(1, 2);
+                ts[i] = f[i].t;
+                at = (at + 7) & ~(MPI_Aint)7;
+                disp[i] = at - flb; /* field data starts at `at` */
+                at += len[i] * fext + rr(0, 16);
+                if (f[i].base != b) b = -1;
+            }
+            MPI_Type_create_struct(n, len, disp, ts, &t);
+            snprintf(d, sizeof d, "struct(%d,%s%s)", n, c.desc, n > 1 ? ",..." : "");
+            base = b;
+            break;
+        }
+        case 7:
+        case 8: { /* subarray, C or Fortran order, of a child whose lb is 0 */
+            if (lb != 0) break;
+            int nd = (int)rr(1, 4), sizes[4], sub[4], starts[4];
+            int order = chance(50) ? MPI_ORDER_C : MPI_ORDER_FORTRAN;
+            for (int i = 0; i < nd; i++) {
+                sizes[i] = (int)rr(1, 6);
+                sub[i] = (int)rr(1, sizes[i]);
+                starts[i] = (int)rr(0, sizes[i] - sub[i]);
+            }
+            MPI_Type_create_subarray(nd, sizes, sub, starts, order, c.t, &t);
+            snprintf(d, sizeof d, "subarray%dd(%s,%s)", nd, order == MPI_ORDER_C ? "C" : "F", c.desc);
+            break;
+        }
+        case 9: { /* resized: lb moved below the data, extent grown (positive or negative lb) */
+            MPI_Aint nlb = tlb - rr(0, 3) * 8 - (chance(30) ? 4096 : 0);
+            MPI_Aint next = tlb + text - nlb + rr(0, 4) * 8;
+            MPI_Type_create_resized(c.t, nlb, next, &t);
+            snprintf(d, sizeof d, "resized(%ld,%ld,%s)", (long)nlb, (long)next, c.desc);
+            break;
+        }
+        default:
+            MPI_Type_dup(c.t, &t);
+            snprintf(d, sizeof d, "dup(%s)", c.desc);
+            break;
+        }
+        if (t != MPI_DATATYPE_NULL) {
+            keep(t);
+            if (!fits(t)) t = MPI_DATATYPE_NULL;
+        }
+    }
+    if (t == MPI_DATATYPE_NULL) {
+        *out = c;
+        return;
+    }
+    out->t = t;
+    out->base = base;
+    snprintf(out->desc, sizeof out->desc, "%s", d);
+}
+
+/* A type of `n` elements of base `b` scattered by an hindexed with gaps (1 block: dense). */
+static MPI_Datatype scattered(int b, int64_t n, int dense)
+{
+    int nb = dense ? 1 : (int)rr(1, 16);
+    if (nb > n) nb = (int)n;
+    int len[16];
+    MPI_Aint disp[16];
+    int64_t left = n, at = chance(30) ? -(int64_t)n - 64 : 0;
+    for (int i = 0; i < nb; i++) {
+        len[i] = i == nb - 1 ? (int)left : (int)rr(1, left - (nb - 1 - i));
+        left -= len[i];
+        disp[i] = (MPI_Aint)at * bases[b].size;
+        at += len[i] + (dense ? 0 : rr(0, 5));
+    }
+    MPI_Datatype t;
+    MPI_Type_create_hindexed(nb, len, disp, bases[b].t, &t);
+    keep(t);
+    return t;
+}
+
+/* ---- buffers ----------------------------------------------------------------------------- */
+/* The bytes (buf, count, t) touches: [lo, hi) relative to buf. */
+static void span(MPI_Datatype t, int count, int64_t *lo, int64_t *hi)
+{
+    MPI_Aint lb, ext, tlb, text;
+    int size;
+    bounds(t, &lb, &ext, &tlb, &text, &size);
+    int64_t a = tlb, b = tlb + (int64_t)(count - 1) * ext;
+    *lo = a < b ? a : b;
+    *hi = (a > b ? a : b) + text;
+}
+
+#define MARGIN 64
+typedef struct {
+    int dev;
+    unsigned char *alloc; /* device or host */
+    unsigned char *host;  /* host image of the whole allocation */
+    size_t len;
+    unsigned char *buf;   /* what the MPI call gets (may lie outside the allocation) */
+    int64_t lo;
+} rbuf_t;
+
+static void rbuf_make(rbuf_t *b, int dev, MPI_Datatype t, int count)
+{
+    int64_t lo, hi;
+    span(t, count, &lo, &hi);
+    b->dev = dev;
+    b->lo = lo;
+    b->len = (size_t)(hi - lo) + 2 * MARGIN;
+    b->alloc = dev ? mt_devmem_alloc(b->len) : malloc(b->len);
+    b->host = malloc(b->len);
+    b->buf = b->alloc + MARGIN - lo;
+}
+static void rbuf_upload(rbuf_t *b)
+{
+    if (b->dev) mt_put(b->alloc, b->host, b->len);
+    else memcpy(b->alloc, b->host, b->len);
+}
+static void rbuf_download(rbuf_t *b)
+{
+    if (b->dev) mt_get(b->host, b->alloc, b->len);
+    else memcpy(b->host, b->alloc, b->len);
+}
+static void rbuf_free(rbuf_t *b)
+{
+    if (b->dev) mt_devmem_free(b->alloc);
+    else free(b->alloc);
+    free(b->host);
+}
+
+/* ---- one case ---------------------------------------------------------------------------- */
+enum { CALL_SEND_RECV, CALL_ISEND_IRECV_WAIT, CALL_SSEND_IRECV_TEST, CALL_SENDRECV, CALL_PERSISTENT,
+       CALL_MPROBE, CALL_WAITANY, CALL_WAITSOME, CALL_COUNT };
+static const char *call_names[] = {"send/recv", "isend/irecv+wait", "ssend/irecv+test", "sendrecv",
+                                   "persistent", "mprobe/mrecv", "waitany", "waitsome"};
+static const char *pair_names[] = {"host->host", "device->host", "host->device", "device->device"};
+
+static long n_cases, n_trunc, n_bottom, n_outside, n_pair[4];
+
+static void describe(int64_t k, const char *what, const rtype_t *st, int sc, const char *rdesc, int rc_, int pair,
+                     int call, int mode)
+{
+    fprintf(stderr, "[rank %d] case %lld %s: send %d x %s; recv %d x %s; %s, %s, %s\n", mt_rank, (long long)k, what,
+            sc, st->desc, rc_, rdesc, pair_names[pair], call_names[call],
+            mode == 2 ? "MPI_BOTTOM" : mode == 1 ? "buf outside" : "buf inside");
+}
+
+static int eclass(int rc)
+{
+    int c = rc;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &c);
+    return c;
+}
+
+static void run_case(uint64_t seed, int64_t k)
+{
+    rng_state = seed * 0x100000001B3ull + (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    rtype_t st;
+    int depth = (int)rr(3, 4);
+    gen(depth, &st);
+    MPI_Type_commit(&st.t);
+    int size;
+    MPI_Type_size(st.t, &size);
+    /* A count > 1 most of the time; a third of the messages above the eager limits. */
+    int64_t maxc = max_bytes / size;
+    if (maxc < 1) maxc = 1;
+    int sc = (int)rr(1, maxc < 4 ? maxc : 4);
+    if (chance(33) && maxc > 8) sc = (int)rr(maxc / 4 > 1 ? maxc / 4 : 1, maxc);
+    int64_t nbytes = (int64_t)sc * size;
+
+    /* Receive side: same type, the base type dense or scattered, or truncation. */
+    int rcount = sc, trunc = 0;
+    MPI_Datatype rt = st.t;
+    char rdesc[560];
+    snprintf(rdesc, sizeof rdesc, "(same)");
+    int rk = (int)rr(0, 9);
+    if (rk <= 1 && sc >= 2) {
+        trunc = 1;
+        rcount = (int)rr(1, sc - 1);
+        snprintf(rdesc, sizeof rdesc, "(same, truncated)");
+    } else if (rk <= 5 && st.base >= 0) {
+        int64_t elems = nbytes / bases[st.base].size;
+        if (elems <= 1 << 20) {
+            int dense = rk <= 3;
+            rt = scattered(st.base, elems, dense);
+            MPI_Type_commit(&rt);
+            rcount = 1;
+            snprintf(rdesc, sizeof rdesc, "%s %lld x %s", dense ? "dense" : "scattered", (long long)elems,
+                     bases[st.base].name);
+        }
+    }
+    int pair = (int)rr(0, 3), call = (int)rr(0, CALL_COUNT - 1), mode = (int)rr(0, 2);
+    int sender = (int)(k % 2), receiver = 1 - sender;
+    int sdev = pair & 1, rdev = (pair >> 1) & 1;
+    int tag = (int)(k % 30000);
+    if (trunc && (call == CALL_SENDRECV)) call = CALL_SEND_RECV;
+
+    /* MPI_BOTTOM addressing: a struct of one block of the type at the buffer's address. */
+    MPI_Datatype s_use = st.t, r_use = rt;
+    int s_cnt = sc, r_cnt = rcount;
+
+    rbuf_t sb = {0}, rb = {0};
+    int me_send = mt_rank == sender, me_recv = mt_rank == receiver;
+    rbuf_make(&sb, me_send ? sdev : 0, st.t, sc);
+    rbuf_make(&rb, me_recv ? rdev : 0, rt, rcount);
+    if (mode == 1) n_outside += sb.buf < sb.alloc || sb.buf >= sb.alloc + sb.len;
+    /* The sender's data: seeded bytes over the whole allocation (both ranks build it). */
+    mt_fill(sb.host, sb.len, (unsigned)(seed ^ (uint64_t)k));
+    for (size_t i = 0; i < rb.len; i++) rb.host[i] = (unsigned char)(0xA5 ^ (i * 7));
+    unsigned char *rpoison = malloc(rb.len);
+    memcpy(rpoison, rb.host, rb.len);
+    if (me_send) rbuf_upload(&sb);
+    if (me_recv) rbuf_upload(&rb);
+
+    void *sbuf = sb.buf, *rbuf = rb.buf;
+    MPI_Datatype bot_s = MPI_DATATYPE_NULL, bot_r = MPI_DATATYPE_NULL;
+    if (mode == 2) {
+        MPI_Aint a;
+        int one = s_cnt;
+        MPI_Get_address(sb.buf, &a);
+        MPI_Type_create_struct(1, &one, &a, &st.t, &bot_s);
+        MPI_Type_commit(&bot_s);
+        one = r_cnt;
+        MPI_Get_address(rb.buf, &a);
+        MPI_Type_create_struct(1, &one, &a, &rt, &bot_r);
+        MPI_Type_commit(&bot_r);
+        s_use = bot_s;
+        r_use = bot_r;
+        s_cnt = r_cnt = 1;
+        sbuf = rbuf = MPI_BOTTOM;
+        n_bottom++;
+    }
+
+    int rc = MPI_SUCCESS;
+    MPI_Status status;
+    memset(&status, 0, sizeof status);
+    mt_phase_t ph = mt_phase_begin((me_send && sdev) || (me_recv && rdev));
+    if (me_send) {
+        MPI_Request q;
+        switch (call) {
+        case CALL_SSEND_IRECV_TEST: rc = MPI_Ssend(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD); break;
+        case CALL_ISEND_IRECV_WAIT:
+        case CALL_WAITANY:
+            rc = MPI_Isend(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD, &q);
+            if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+            break;
+        case CALL_SENDRECV: {
+            char dummy = 0;
+            rc = MPI_Sendrecv(sbuf, s_cnt, s_use, receiver, tag, &dummy, 0, MPI_CHAR, receiver, tag, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE);
+            break;
+        }
+        case CALL_PERSISTENT:
+            rc = MPI_Send_init(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD, &q);
+            if (rc == MPI_SUCCESS) rc = MPI_Start(&q);
+            if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+            MPI_Request_free(&q);
+            break;
+        default: rc = MPI_Send(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD); break;
+        }
+        MT_CHECK(rc == MPI_SUCCESS, "case %lld: send failed (%d)", (long long)k, rc);
+    } else if (me_recv) {
+        MPI_Request q, qs[3];
+        int idx, flag, outc, ind[3];
+        MPI_Status sts[3];
+        switch (call) {
+        case CALL_ISEND_IRECV_WAIT:
+            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &q);
+            if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, &status);
+            break;
+        case CALL_SSEND_IRECV_TEST:
+            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &q);
+            flag = 0;
+            while (rc == MPI_SUCCESS && !flag) rc = MPI_Test(&q, &flag, &status);
+            break;
+        case CALL_SENDRECV: {
+            char dummy = 0;
+            rc = MPI_Sendrecv(&dummy, 0, MPI_CHAR, sender, tag, rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD,
+                              &status);
+            break;
+        }
+        case CALL_PERSISTENT:
+            rc = MPI_Recv_init(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &q);
+            if (rc == MPI_SUCCESS) rc = MPI_Start(&q);
+            if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, &status);
+            MPI_Request_free(&q);
+            break;
+        case CALL_MPROBE: {
+            MPI_Message msg;
+            rc = MPI_Mprobe(sender, tag, MPI_COMM_WORLD, &msg, &status);
+            if (rc == MPI_SUCCESS) rc = MPI_Mrecv(rbuf, r_cnt, r_use, &msg, &status);
+            break;
+        }
+        case CALL_WAITANY:
+        case CALL_WAITSOME: {
+            /* The receive between two host requests that never complete until cancelled. */
+            int dummy[2];
+            MPI_Irecv(&dummy[0], 1, MPI_INT, sender, 32000, MPI_COMM_WORLD, &qs[0]);
+            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &qs[1]);
+            MPI_Irecv(&dummy[1], 1, MPI_INT, sender, 32001, MPI_COMM_WORLD, &qs[2]);
+            if (rc == MPI_SUCCESS && call == CALL_WAITANY) {
+                rc = MPI_Waitany(3, qs, &idx, &status);
+                MT_CHECK(idx == 1, "case %lld: Waitany index %d", (long long)k, idx);
+            } else if (rc == MPI_SUCCESS) {
+                rc = MPI_Waitsome(3, qs, &outc, ind, sts);
+                MT_CHECK(outc == 1 && ind[0] == 1, "case %lld: Waitsome %d/%d", (long long)k, outc, ind[0]);
+                if (rc == MPI_ERR_IN_STATUS) rc = sts[0].MPI_ERROR;
+                status = sts[0];
+            }
+            MPI_Cancel(&qs[0]);
+            MPI_Cancel(&qs[2]);
+            MPI_Wait(&qs[0], MPI_STATUS_IGNORE);
+            MPI_Wait(&qs[2], MPI_STATUS_IGNORE);
+            break;
+        }
+        default: rc = MPI_Recv(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &status); break;
+        }
+    }
+    if (me_send || me_recv) mt_phase_end(ph, call_names[call]);
+
+    if (me_recv) {
+        rbuf_download(&rb);
+        /* Expected: MPI_Pack of the sender's bytes, MPI_Unpack into the poisoned image. */
+        int psize;
+        MPI_Pack_size(sc, st.t, MPI_COMM_SELF, &psize);
+        char *packed = malloc((size_t)psize + 1);
+        int pos = 0;
+        MPI_Pack(sb.host + MARGIN - sb.lo, sc, st.t, packed, psize, &pos, MPI_COMM_SELF);
+        MT_CHECK(pos == nbytes, "case %lld: MPI_Pack made %d bytes, want %lld", (long long)k, pos, (long long)nbytes);
+        unsigned char *want = malloc(rb.len);
+        memcpy(want, rpoison, rb.len);
+        if (!trunc) {
+            pos = 0;
+            MPI_Unpack(packed, (int)nbytes, &pos, want + MARGIN - rb.lo, rcount, rt, MPI_COMM_SELF);
+            MT_CHECK(rc == MPI_SUCCESS, "case %lld: receive failed (class %d)", (long long)k, eclass(rc));
+            size_t i = 0;
+            while (i < rb.len && rb.host[i] == want[i]) i++;
+            MT_CHECK(i == rb.len, "case %lld: byte %lld of the receive buffer (offset %lld from buf) is %d, want %d",
+                     (long long)k, (long long)i, (long long)i - MARGIN + (long long)rb.lo, i < rb.len ? rb.host[i] : 0,
+                     i < rb.len ? want[i] : 0);
+            if (i != rb.len || rc != MPI_SUCCESS) describe(k, "FAILED", &st, sc, rdesc, rcount, pair, call, mode);
+            int cnt = -2;
+            if (rc == MPI_SUCCESS) {
+                MPI_Get_count(&status, r_use, &cnt);
+                MT_CHECK(cnt == r_cnt, "case %lld: MPI_Get_count %d, want %d", (long long)k, cnt, r_cnt);
+                MT_CHECK(status.MPI_SOURCE == sender && status.MPI_TAG == tag, "case %lld: status source/tag",
+                         (long long)k);
+            }
+        } else {
+            n_trunc++;
+            MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE, "case %lld: truncated receive gave class %d, want %d",
+                     (long long)k, eclass(rc), MPI_ERR_TRUNCATE);
+            /* No byte outside the receive type's map may change: the map is where an
+             * all-ones stream lands in a zeroed image. */
+            int rsize;
+            MPI_Type_size(rt, &rsize);
+            int64_t rbytes = (int64_t)rsize * rcount;
+            unsigned char *ones = malloc((size_t)rbytes + 1), *mask = calloc(1, rb.len);
+            memset(ones, 0xFF, (size_t)rbytes);
+            pos = 0;
+            MPI_Unpack(ones, (int)rbytes, &pos, mask + MARGIN - rb.lo, rcount, rt, MPI_COMM_SELF);
+            size_t bad = rb.len;
+            for (size_t i = 0; i < rb.len && bad == rb.len; i++)
+                if (!mask[i] && rb.host[i] != rpoison[i]) bad = i;
+            MT_CHECK(bad == rb.len, "case %lld: truncated receive wrote byte %lld outside its type map", (long long)k,
+                     (long long)bad);
+            if (bad != rb.len || eclass(rc) != MPI_ERR_TRUNCATE)
+                describe(k, "FAILED", &st, sc, rdesc, rcount, pair, call, mode);
+            free(ones);
+            free(mask);
+        }
+        free(want);
+        free(packed);
+    }
+    if (verbose && mt_rank == 0) describe(k, "ok", &st, sc, rdesc, rcount, pair, call, mode);
+    /* Every request of the case is complete and freed: gdte must hold no record either. */
+    MT_CHECK(mt_counter("requests_live") <= 0, "case %lld: %lld gdte request records left", (long long)k,
+             (long long)mt_counter("requests_live"));
+    n_cases++;
+    n_pair[pair]++;
+    if (bot_s != MPI_DATATYPE_NULL) MPI_Type_free(&bot_s);
+    if (bot_r != MPI_DATATYPE_NULL) MPI_Type_free(&bot_r);
+    free(rpoison);
+    rbuf_free(&sb);
+    rbuf_free(&rb);
+    free_all();
+    /* Keep the two ranks in step: a failed case must not shift the next one's messages. */
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+int main(int argc, char **argv)
+{
+    mt_init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int64_t cases = 300, first = 0;
+    uint64_t seed = 0x5eed1234;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--first") && i + 1 < argc) first = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--verbose")) verbose = 1;
+    }
+    const char *env = getenv("GDTETEST_CASES");
+    if (env && *env) cases = atoll(env);
+    if (mt_size < 2) return mt_finish("random_test");
+    if (mt_rank < 2)
+        for (int64_t k = first; k < first + cases; k++) run_case(seed, k);
+    else
+        for (int64_t k = first; k < first + cases; k++) MPI_Barrier(MPI_COMM_WORLD);
+    if (mt_rank == 0)
+        printf("random_test: seed 0x%llx, %ld cases (h->h %ld, d->h %ld, h->d %ld, d->d %ld), %ld truncated, %ld "
+               "MPI_BOTTOM, %ld with buf outside the allocation\n",
+               (unsigned long long)seed, n_cases, n_pair[0], n_pair[1], n_pair[2], n_pair[3], n_trunc, n_bottom,
+               n_outside);
+    return mt_finish("random_test");
+}
