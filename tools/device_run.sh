@@ -430,6 +430,59 @@ section_bench_mpi() {
     tee -a "$SUMMARY"
 }
 
+# ==== GPU-aware Open MPI check (on demand: DEVICE_SECTIONS=gpuompi_check; not in DEFAULT_SECTIONS) ====
+# The CUDA-aware Open MPI 4.1.4 built by tools/build_gpu_ompi.sh and carried in .deps/ompi-cuda
+# (carry .deps): ompi_info's CUDA flag, then tools/gpu_ompi_check.c (cudaMalloc'ed buffers straight
+# into MPI_Send/MPI_Recv, verified; a 4 MiB ping-pong for the bandwidth) compiled here with the
+# carried mpicc against the CUDA toolkit of nvcc, run on 2 ranks with pml ob1 and btl
+# self,vader,smcuda (CUDA IPC within the node, logged by btl_smcuda_cuda_ipc_verbose). With more
+# than one GPU it runs again with both ranks on GPU 0. Logs: $OUT/gpuompi_check.log (ompi_info,
+# compile), $OUT/gpuompi_run[_gpu0].log (the runs).
+# Environment: DEVICE_GPUOMPI_TIMEOUT (seconds per run, default 120).
+section_gpuompi_check() {
+  local log="$OUT/gpuompi_check.log" dir="$PWD/.deps/ompi-cuda" bdir=build-gpuompi cuda rc ng line
+  [ -f "$dir/env.sh" ] || { record gpuompi_check skip "no .deps/ompi-cuda: run tools/build_gpu_ompi.sh, carry .deps"; return; }
+  cuda=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")
+  ng=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  (
+    . "$dir/env.sh"
+    echo "== $(date -u +%FT%TZ) $(hostname); mpicc: $(command -v mpicc); CUDA: $cuda"
+    cat "$dir/BUILD-INFO" 2>/dev/null | head -1
+    ompi_info --parsable --all | grep mpi_built_with_cuda_support
+  ) >"$log" 2>&1
+  if grep -q 'mpi_built_with_cuda_support:value:true' "$log"; then record gpuompi_info ok "mpi_built_with_cuda_support:value:true"
+  else record gpuompi_info FAIL "no CUDA support in ompi_info, see gpuompi_check.log"; return; fi
+  (
+    . "$dir/env.sh"
+    mkdir -p "$bdir" &&
+      mpicc -O2 -o "$bdir/gpu_ompi_check" tools/gpu_ompi_check.c -I"$cuda/include" -L"$cuda/lib64" \
+        -Wl,-rpath,"$cuda/lib64" -lcudart
+  ) >>"$log" 2>&1 || { record gpuompi_check FAIL "compile failed, see gpuompi_check.log"; tail -20 "$log"; return; }
+  local runs=("") r
+  [ "${ng:-0}" -gt 1 ] && runs+=(0)
+  for r in "${runs[@]}"; do
+    local rlog="$OUT/gpuompi_run${r:+_gpu$r}.log"
+    (
+      . "$dir/env.sh"
+      [ -z "$r" ] || export CUDA_VISIBLE_DEVICES=$r
+      echo "== mpirun, CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset}"
+      timeout "${DEVICE_GPUOMPI_TIMEOUT:-120}" mpirun -np 2 --oversubscribe --bind-to none --mca pml ob1 \
+        --mca btl self,vader,smcuda --mca btl_smcuda_cuda_ipc_verbose 10 "$bdir/gpu_ompi_check"
+    ) >"$rlog" 2>&1
+    rc=$?
+    line=$(grep -E '^gpu_ompi_check: 4 MiB one-way' "$rlog" | tail -1 | sed 's/^gpu_ompi_check: //')
+    line="$line; CUDA IPC: $(grep -c 'ACCESS=1' "$rlog") ACCESS=1, $(grep -c 'ACCESS=0\|Access is disabled\|no P2P' "$rlog") refused"
+    grep -q 'CUDA-aware support is disabled' "$rlog" && line="$line; libcuda.so.1 NOT loaded"
+    if [ $rc -eq 0 ] && grep -q '^gpu_ompi_check: OK' "$rlog"; then
+      record "gpuompi_check${r:+_gpu$r}" ok "$ng GPU(s): $line"
+    else
+      record "gpuompi_check${r:+_gpu$r}" FAIL "rc=$rc, see $(basename "$rlog")"; grep -v '^\[' "$rlog" | tail -15
+    fi
+    grep -E '^gpu_ompi_check: (MPIX|OK|FAIL)' "$rlog" | sed 's/^/  /' | tee -a "$SUMMARY"
+  done
+}
+# ==== end of GPU-aware Open MPI check ============================================================
+
 for s in $SECTIONS; do
   if declare -F "section_$s" >/dev/null; then "section_$s"; else record "$s" skip "no such section"; fi
 done
