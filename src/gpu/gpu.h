@@ -54,6 +54,10 @@ gdte_status_t gdte_gpu_host_device_pointer(void *host, void **dev_p);
 gdte_status_t gdte_gpu_pointer_query(const void *ptr, gdte_mem_info_t *info_p);
 /* The allocation (device or managed) containing `ptr`: its first byte and size. */
 gdte_status_t gdte_gpu_mem_range(const void *ptr, void **base_p, size_t *size_p);
+/* The runtime's unique id of the allocation holding `ptr`, never reused within the process (0:
+ * memory the runtime does not know, e.g. pageable host memory or an allocation freed since).
+ * GDTE_ERR_UNSUPPORTED where the runtime has no such query. */
+gdte_status_t gdte_gpu_buffer_id(const void *ptr, uint64_t *id_p);
 gdte_status_t gdte_gpu_memset(void *ptr, int value, size_t size);
 gdte_status_t gdte_gpu_memset_async(void *ptr, int value, size_t size, gdte_stream_t s);
 

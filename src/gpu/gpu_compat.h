@@ -43,6 +43,19 @@ static inline hipError_t gdte_compat_mem_range(const void *p, void **base_p, siz
     if (e == hipSuccess) *base_p = (void *)base;
     return e;
 }
+/* The runtime's unique id of the allocation holding `p` (0: memory the runtime does not know). */
+static inline hipError_t gdte_compat_buffer_id(const void *p, unsigned long long *id_p)
+{
+    unsigned long long id = 0;
+    hipError_t e = hipPointerGetAttribute(&id, HIP_POINTER_ATTRIBUTE_BUFFER_ID, (hipDeviceptr_t)p);
+    if (e == hipErrorInvalidValue) {
+        (void)hipGetLastError();
+        id = 0;
+        e = hipSuccess;
+    }
+    *id_p = id;
+    return e;
+}
 /* HIP 5.x fails pointer queries on memory it never saw instead of reporting "unregistered". */
 #define GDTE_COMPAT_UNKNOWN_PTR_IS_ERROR 1
 #define GDTE_COMPAT_VENDOR "hip"
@@ -173,6 +186,31 @@ static inline hipError_t gdte_compat_mem_range(const void *p, void **base_p, siz
     unsigned long long base = 0;
     if (fn(&base, size_p, (unsigned long long)(size_t)p) != 0) return cudaErrorInvalidValue;
     *base_p = (void *)(size_t)base;
+    return cudaSuccess;
+}
+/* The driver's unique id of the allocation holding `p` (CU_POINTER_ATTRIBUTE_BUFFER_ID: never
+ * reused within a process; 0: memory the driver does not know), through the runtime's entry
+ * point table like the range query above. */
+typedef int (*gdte_compat_cu_attr_fn)(void *data, int attribute, unsigned long long ptr);
+static inline hipError_t gdte_compat_buffer_id(const void *p, unsigned long long *id_p)
+{
+    static gdte_compat_cu_attr_fn fn;
+    static int looked;
+    if (!looked) {
+        void *f = NULL;
+        enum cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (gdte_compat_cu_attr_fn)f;
+        looked = 1;
+    }
+    if (!fn) return cudaErrorNotSupported;
+    unsigned long long id = 0;
+    /* 7: CU_POINTER_ATTRIBUTE_BUFFER_ID. Any error means a pointer the driver has no
+     * allocation for: plain host memory, or memory freed since. */
+    if (fn(&id, 7, (unsigned long long)(size_t)p) != 0) id = 0;
+    *id_p = id;
     return cudaSuccess;
 }
 #define GDTE_COMPAT_UNKNOWN_PTR_IS_ERROR 0

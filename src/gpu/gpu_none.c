@@ -28,6 +28,7 @@ gdte_status_t gdte_gpu_pointer_query(const void *ptr, gdte_mem_info_t *info)
     return GDTE_OK;
 }
 gdte_status_t gdte_gpu_mem_range(const void *p, void **b, size_t *n) { (void)p; (void)b; (void)n; return GDTE_ERR_NO_DEVICE; }
+gdte_status_t gdte_gpu_buffer_id(const void *p, uint64_t *id) { (void)p; (void)id; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memset(void *p, int v, size_t n) { (void)p; (void)v; (void)n; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memset_async(void *p, int v, size_t n, gdte_stream_t s) { (void)p; (void)v; (void)n; (void)s; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memcpy(void *d, const void *s, size_t n) { (void)d; (void)s; (void)n; return GDTE_ERR_NO_DEVICE; }

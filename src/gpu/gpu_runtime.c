@@ -291,6 +291,18 @@ gdte_status_t gdte_gpu_mem_range(const void *ptr, void **base_p, size_t *size_p)
     return GDTE_OK;
 }
 
+gdte_status_t gdte_gpu_buffer_id(const void *ptr, uint64_t *id_p)
+{
+    NEED_DEVICE();
+    unsigned long long id = 0;
+    if (gdte_compat_buffer_id(ptr, &id) != hipSuccess) {
+        (void)hipGetLastError();
+        return GDTE_ERR_UNSUPPORTED;
+    }
+    *id_p = (uint64_t)id;
+    return GDTE_OK;
+}
+
 gdte_status_t gdte_gpu_memset(void *ptr, int value, size_t size)
 {
     NEED_DEVICE();

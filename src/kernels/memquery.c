@@ -12,9 +12,17 @@
  * that costs speed (staging instead of zero copy), never correctness.
  *
  * Ranges gdte itself releases or registers (its staging and plan memory, IPC mappings, host
- * registration) empty both tables through the GPU layer's unmap epoch. What the cache cannot
- * see: a device allocation freed by the application and its addresses reused.
- * gdte_memquery_forget() drops ranges for callers that know of a free (the MPI layer, tests).
+ * registration) empty both tables through the GPU layer's unmap epoch.
+ *
+ * The application frees and maps memory behind gdte's back: a device allocation freed with
+ * cudaFree whose addresses a later host allocation reuses, or pageable memory unmapped and
+ * then handed out as device memory. So where the runtime has it (CUDA's
+ * CU_POINTER_ATTRIBUTE_BUFFER_ID, HIP's HIP_POINTER_ATTRIBUTE_BUFFER_ID), every answer is
+ * validated by the allocation's unique id, which the driver never reuses: one attribute query
+ * per lookup. Id 0 (memory the runtime does not know) is pageable host memory, answered at
+ * once; a cached range is used only while the id of the queried byte is the id it was cached
+ * with, and dropped otherwise. Without the id query the tables work as before and
+ * gdte_memquery_forget() drops ranges for callers that know of a free.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -27,6 +35,7 @@
 
 typedef struct range {
     uintptr_t base, end;
+    uint64_t id; /* the allocation's unique id (0 when the runtime has no id query) */
     gdte_mem_info_t info;
     uint64_t stamp; /* insertion order, for replacement */
 } range_t;
@@ -35,7 +44,7 @@ static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 static range_t ranges[CACHE_RANGES]; /* sorted by base, disjoint */
 static int nranges;
 static uint64_t next_stamp;
-static _Atomic int64_t n_hits, n_misses;
+static _Atomic int64_t n_hits, n_misses, n_stale;
 static _Atomic uint64_t cache_epoch;
 
 /* Pageable host pages seen: slot (page % HOST_SLOTS) holds page + 1, 0 when empty. Written
@@ -76,7 +85,7 @@ static void remove_at(int i)
     nranges--;
 }
 
-static void insert(uintptr_t base, uintptr_t end, const gdte_mem_info_t *info)
+static void insert(uintptr_t base, uintptr_t end, uint64_t id, const gdte_mem_info_t *info)
 {
     pthread_rwlock_wrlock(&rw);
     /* A new allocation replaces whatever stale ranges it overlaps. */
@@ -94,7 +103,7 @@ static void insert(uintptr_t base, uintptr_t end, const gdte_mem_info_t *info)
     }
     int at = find(base) + 1;
     memmove(&ranges[at + 1], &ranges[at], (size_t)(nranges - at) * sizeof *ranges);
-    ranges[at] = (range_t){base, end, *info, next_stamp++};
+    ranges[at] = (range_t){base, end, id, *info, next_stamp++};
     nranges++;
     pthread_rwlock_unlock(&rw);
 }
@@ -118,8 +127,25 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
         cache_epoch = epoch;
         pthread_rwlock_unlock(&rw);
     }
+    /* 1: validated by buffer id; 0: this runtime has no id query; -1: not probed yet. */
+    static _Atomic int have_id = -1;
+    uint64_t id = 0;
+    int validated = 0;
+    if (have_id != 0) {
+        gdte_status_t ist = gdte_gpu_buffer_id(ptr, &id);
+        if (have_id < 0) have_id = ist == GDTE_OK;
+        validated = ist == GDTE_OK;
+    }
+    if (validated && id == 0) {
+        /* Memory the runtime has no allocation for: pageable host memory, whatever the
+         * tables say (an allocation freed since is not device memory any more). */
+        info_p->kind = GDTE_MEM_HOST;
+        info_p->device = -1;
+        n_hits++;
+        return GDTE_OK;
+    }
     uintptr_t page = p >> HOST_PAGE_SHIFT;
-    if (host_pages[page % HOST_SLOTS] == page + 1) {
+    if (!validated && host_pages[page % HOST_SLOTS] == page + 1) {
         info_p->kind = GDTE_MEM_HOST;
         info_p->device = -1;
         n_hits++;
@@ -128,10 +154,15 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
     pthread_rwlock_rdlock(&rw);
     int i = find(p);
     if (i >= 0 && p < ranges[i].end) {
-        *info_p = ranges[i].info;
-        pthread_rwlock_unlock(&rw);
-        n_hits++;
-        return GDTE_OK;
+        if (!validated || ranges[i].id == id) {
+            *info_p = ranges[i].info;
+            pthread_rwlock_unlock(&rw);
+            n_hits++;
+            return GDTE_OK;
+        }
+        /* A cached range whose allocation is gone (its addresses now belong to another
+         * one): dropped below, when the new allocation is inserted over it. */
+        n_stale++;
     }
     pthread_rwlock_unlock(&rw);
     n_misses++;
@@ -143,8 +174,8 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
         size_t size;
         if (gdte_gpu_mem_range(ptr, &base, &size) == GDTE_OK && size > 0 && (uintptr_t)base <= p &&
             p < (uintptr_t)base + size)
-            insert((uintptr_t)base, (uintptr_t)base + size, &in);
-    } else if (in.kind == GDTE_MEM_HOST && gdte_gpu_unmap_epoch() == epoch) {
+            insert((uintptr_t)base, (uintptr_t)base + size, validated ? id : 0, &in);
+    } else if (in.kind == GDTE_MEM_HOST && !validated && gdte_gpu_unmap_epoch() == epoch) {
         /* Only if nothing was released or registered while the runtime was asked. */
         host_pages[page % HOST_SLOTS] = page + 1;
     }
@@ -174,6 +205,8 @@ void gdte_memquery_reset(void)
     pthread_rwlock_unlock(&rw);
     n_hits = n_misses = 0;
 }
+
+int64_t gdte_memquery_stale(void) { return n_stale; }
 
 void gdte_memquery_stats(int64_t *hits_p, int64_t *misses_p, int *ranges_p)
 {

@@ -9,4 +9,6 @@ void gdte_memquery_forget(const void *ptr, size_t size);
 /* Drop everything and zero the counters (gdte_finalize, tests). */
 void gdte_memquery_reset(void);
 void gdte_memquery_stats(int64_t *hits_p, int64_t *misses_p, int *ranges_p);
+/* Cached ranges found stale (their allocation freed behind gdte's back) and dropped. */
+int64_t gdte_memquery_stale(void);
 #endif

@@ -7,6 +7,8 @@
  * gdte_proto_progress, outside the callbacks, so no callback ever re-enters UCX.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +347,8 @@ static int advance(struct gdte_msg_req *req)
     }
 }
 
+static void check_liveness(struct gdte_comm *ctx);
+
 static void check_timeouts(struct gdte_comm *ctx, double now)
 {
     struct gdte_msg_req *r, *tmp;
@@ -391,6 +395,7 @@ unsigned gdte_proto_progress(gdte_proto_ctx_h ctx)
     double now = gdte_time_now();
     if (now >= ctx->next_check) {
         check_timeouts(ctx, now);
+        check_liveness(ctx);
         ctx->next_check = now + (ctx->timeout < 10 ? ctx->timeout / 10 : 1.0);
     }
     ctx->in_progress = 0;
@@ -424,26 +429,30 @@ static gdte_status_t set_handlers(struct gdte_comm *ctx)
     return GDTE_OK;
 }
 
-/* Worker addresses differ in length: gather the lengths first, then addresses padded to the
- * longest. */
+/* Worker addresses differ in length: gather the lengths first (with each process's pid and
+ * node identity, for the liveness check), then addresses padded to the longest. */
+typedef struct boot_rec {
+    uint64_t len, pid, node;
+} boot_rec_t;
+
 static gdte_status_t exchange_addresses(struct gdte_comm *ctx, const gdte_proto_ctx_params_t *prm,
                                         const void *mine, size_t len)
 {
     gdte_status_t st = GDTE_ERR_NO_MEMORY;
-    uint64_t my_len = len;
-    uint64_t *lens = calloc((size_t)ctx->size, sizeof *lens);
+    boot_rec_t my = {len, (uint64_t)getpid(), node_identity()};
+    boot_rec_t *recs = calloc((size_t)ctx->size, sizeof *recs);
     char *all = NULL, *padded = NULL;
-    if (!lens) goto out;
+    if (!recs) goto out;
     void *garg = (prm->field_mask & GDTE_PROTO_CTX_FIELD_ALLGATHER_ARG) ? prm->allgather_arg : NULL;
-    if (prm->allgather(&my_len, sizeof my_len, lens, garg) != 0) {
+    if (prm->allgather(&my, sizeof my, recs, garg) != 0) {
         st = GDTE_ERR_TRANSPORT;
         gdte_error("bootstrap: the allgather callback failed");
         goto out;
     }
     uint64_t max = 0;
     for (int i = 0; i < ctx->size; i++)
-        if (lens[i] > max) max = lens[i];
-    if (lens[ctx->rank] != len || max == 0 || max > (1u << 20)) {
+        if (recs[i].len > max) max = recs[i].len;
+    if (recs[ctx->rank].len != len || max == 0 || max > (1u << 20)) {
         st = GDTE_ERR_INVALID_ARG;
         gdte_error("bootstrap: the allgather callback returned inconsistent data");
         goto out;
@@ -458,17 +467,53 @@ static gdte_status_t exchange_addresses(struct gdte_comm *ctx, const gdte_proto_
         goto out;
     }
     for (int i = 0; i < ctx->size; i++) {
-        ctx->peers[i].addr = malloc(lens[i]);
+        ctx->peers[i].addr = malloc(recs[i].len);
         if (!ctx->peers[i].addr) goto out;
-        memcpy(ctx->peers[i].addr, all + (size_t)i * max, lens[i]);
-        ctx->peers[i].addr_len = lens[i];
+        memcpy(ctx->peers[i].addr, all + (size_t)i * max, recs[i].len);
+        ctx->peers[i].addr_len = recs[i].len;
+        /* Same node: its pid can be checked for life (below). */
+        ctx->peers[i].pid = recs[i].node == my.node ? (int64_t)recs[i].pid : 0;
     }
     st = GDTE_OK;
 out:
-    free(lens);
+    free(recs);
     free(all);
     free(padded);
     return st;
+}
+
+/* A process on this node that is gone: no such pid, or a zombie nobody reaped yet. */
+static int pid_dead(int64_t pid)
+{
+    if (pid <= 0) return 0;
+    if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')'); /* the state follows the command name */
+    return rp && (rp[1] == ' ') && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* UCX's shared-memory transports do not report a peer that died (they cannot ask for error
+ * handling), and a receive posted for such a peer is no "stalled" request: it would wait
+ * forever. So peers on this node with requests outstanding are checked by pid. */
+static void check_liveness(struct gdte_comm *ctx)
+{
+    struct gdte_msg_req *r, *tmp;
+    HASH_ITER(hh, ctx->by_id, r, tmp)
+    {
+        if (r->state == GDTE_REQ_DONE || r->peer < 0 || r->peer >= ctx->size || r->peer == ctx->rank) continue;
+        gdte_peer_t *p = &ctx->peers[r->peer];
+        if (p->failed || p->pid <= 0) continue;
+        if (pid_dead(p->pid)) {
+            gdte_error("peer %d (pid %lld on this node) is gone: failing its requests", r->peer, (long long)p->pid);
+            gdte_proto_peer_failed(ctx, r->peer, GDTE_ERR_PEER_FAILED);
+        }
+    }
 }
 
 gdte_status_t gdte_proto_ctx_create(const gdte_proto_ctx_params_t *prm, gdte_proto_ctx_h *ctx_p)

@@ -188,6 +188,7 @@ typedef struct gdte_peer {
     size_t addr_len;
     int failed;
     gdte_status_t fail_status;
+    int64_t pid;                  /* the peer's pid when it is on this node, else 0 */
     uint64_t tx_seq, rx_seq;
     gdte_unexp_t *early;          /* handshakes that arrived ahead of their turn */
     gdte_ring_t *ring;            /* ours, exposed to this peer */

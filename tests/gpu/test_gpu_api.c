@@ -6,6 +6,9 @@
  * (hits, uploads, LRU eviction under GDTE_CACHE_MAX, the pipelined first upload of a large
  * plan, gdte_type_prepare_device); error mapping of the GPU layer.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +237,29 @@ static void test_mem_query(void)
     OK(gdte_gpu_free(d));
     gdte_memquery_forget(d, 1 << 20);
 
+    /* The application frees device memory behind gdte's back (the runtime's own cudaFree, which
+     * gdte never sees) and the addresses are then host memory: the cached range must not answer
+     * "device" any more (an outside program's host MPI_Pack was run by a kernel that way). */
+    int (*app_free)(void *) = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaFree");
+    if (app_free) {
+        OK(gdte_gpu_malloc((void **)&d, 1 << 20));
+        OK(gdte_mem_query(d + 64, &mi));
+        EXPECT(mi.kind == GDTE_MEM_DEVICE, "device memory before the application's free: kind %d", mi.kind);
+        EXPECT(app_free(d) == 0, "cudaFree");
+        /* Host memory at the same addresses when the system lets us map there. */
+        void *h2 = mmap(d, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        int remapped = h2 == (void *)d;
+        if (h2 != MAP_FAILED && !remapped) munmap(h2, 1 << 20);
+        OK(gdte_mem_query(d + 64, &mi));
+        EXPECT(mi.kind != GDTE_MEM_DEVICE, "memory freed by the application (%s) still taken for device memory",
+               remapped ? "now host memory at the same address" : "address not remapped");
+        printf("mem_query after an application free: kind %d (host memory mapped there: %s), stale ranges dropped "
+               "%lld\n", mi.kind, remapped ? "yes" : "no", (long long)gdte_memquery_stale());
+        if (remapped) munmap(d, 1 << 20);
+    } else {
+        printf("mem_query after an application free: cudaFree not reachable with dlsym, not checked\n");
+    }
+
     char *h = malloc(1 << 16);
     OK(gdte_mem_query(h, &mi));
     EXPECT(mi.kind == GDTE_MEM_HOST && mi.device == -1, "malloc memory: kind %d", mi.kind);
@@ -392,17 +418,17 @@ int main(void)
         gdte_finalize();
         return 77;
     }
-    const char *e = getenv("GDTE_TEST_SEED");
+    const char *e = getenv("GDTETEST_SEED");
     seed = e && *e ? strtoull(e, NULL, 0) : 0x9e3779b9ull;
-    const char *it = getenv("GDTE_TEST_ITERS");
+    const char *it = getenv("GDTETEST_ITERS");
     int iters = it && atoi(it) > 0 ? atoi(it) : 60;
-    printf("gpu api: seed 0x%llx (GDTE_TEST_SEED to repeat), %d random types\n", (unsigned long long)seed, iters);
+    printf("gpu api: seed 0x%llx (GDTETEST_SEED to repeat), %d random types\n", (unsigned long long)seed, iters);
     rt_rng_t r = {seed};
 
     /* error mapping: an impossible allocation is "out of device memory", logged once (not
      * under compute-sanitizer, which counts the failed call as an error) */
     void *p = NULL;
-    if (!getenv("GDTE_TEST_UNDER_SANITIZER"))
+    if (!getenv("GDTETEST_UNDER_SANITIZER"))
         EXPECT(gdte_gpu_malloc(&p, (size_t)1 << 52) == GDTE_ERR_NO_DEVICE_MEMORY, "huge allocation");
 
     test_mem_query();

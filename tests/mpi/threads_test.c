@@ -2,14 +2,17 @@
  * MPI_THREAD_MULTIPLE: the interposer reports the MPI's thread level (Open MPI here provides
  * MULTIPLE) and its state holds up under concurrent device traffic. Four threads per rank
  * ping-pong vector-typed device buffers between ranks 0 and 1 at once, each on its own tag,
- * mixing blocking and nonblocking calls; every result is checked against the same run on host
- * buffers, and against the data the peer thread sent.
+ * completing with every completion call in turn (Sendrecv, Waitall, Waitany, Testall,
+ * Testsome, Waitsome, Test); every result is checked against the same run on host buffers,
+ * and against the data the peer thread sent. (The MPI recycles request handles between
+ * threads: a record looked up by a handle value the MPI had already freed once corrupted a
+ * few rounds in a hundred.)
  */
 #include <pthread.h>
 #include "mpitest.h"
 
 #define THREADS 4
-#define ROUNDS 25
+#define ROUNDS 240
 #define N 300 /* ints in the vector's footprint */
 
 static MPI_Datatype vec; /* 100 blocks of 2 ints, stride 3 */
@@ -31,12 +34,43 @@ static void *worker(void *p)
             r[i] = -1;
         }
         MPI_Request q[2];
-        if (round % 2) {
+        int flag = 0, idx, outc, ind[2], done = 0;
+        switch (round % 7) {
+        case 0:
+            MPI_Sendrecv(s, 1, vec, peer, a->tid, r, 1, vec, peer, a->tid, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            break;
+        case 1:
             MPI_Irecv(r, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[0]);
             MPI_Isend(s, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[1]);
             MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
-        } else {
-            MPI_Sendrecv(s, 1, vec, peer, a->tid, r, 1, vec, peer, a->tid, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            break;
+        case 2:
+            MPI_Irecv(r, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[0]);
+            MPI_Isend(s, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[1]);
+            MPI_Waitany(2, q, &idx, MPI_STATUS_IGNORE);
+            MPI_Waitany(2, q, &idx, MPI_STATUS_IGNORE);
+            break;
+        case 3:
+            MPI_Irecv(r, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[0]);
+            MPI_Isend(s, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[1]);
+            while (!flag) MPI_Testall(2, q, &flag, MPI_STATUSES_IGNORE);
+            break;
+        case 4:
+        case 5:
+            MPI_Irecv(r, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[0]);
+            MPI_Isend(s, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[1]);
+            while (done < 2) {
+                if (round % 7 == 4) MPI_Testsome(2, q, &outc, ind, MPI_STATUSES_IGNORE);
+                else MPI_Waitsome(2, q, &outc, ind, MPI_STATUSES_IGNORE);
+                if (outc != MPI_UNDEFINED) done += outc;
+            }
+            break;
+        default:
+            MPI_Irecv(r, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[0]);
+            MPI_Isend(s, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[1]);
+            while (!flag) MPI_Test(&q[0], &flag, MPI_STATUS_IGNORE);
+            MPI_Wait(&q[1], MPI_STATUS_IGNORE);
+            break;
         }
         for (int i = 0; i < N; i++) {
             int want = i % 3 == 2 ? -1 : peer * 1000000 + a->tid * 10000 + round * 100 + i % 100;

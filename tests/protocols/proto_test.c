@@ -30,7 +30,9 @@
  *   proto_test ipcshare [opts]  slices of one allocation sent and received: one IPC mapping
  */
 #include "twoproc.h"
+#include <signal.h>
 #include <stdarg.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -762,6 +764,40 @@ static int test_kill(int victim_is_receiver)
     return nfail;
 }
 
+/* ---- a receive posted for a peer that is then killed ------------------------------------------ */
+/* Fork mode only: rank 1 is rank 0's child and dies of SIGKILL before sending anything. A
+ * receive posted for it is not a stalled message (nothing was ever announced), so GDTE_TIMEOUT
+ * (set high by the test) does not end it; UCX's shared memory reports nothing either. The
+ * request must still fail with GDTE_ERR_PEER_FAILED, soon. */
+static int test_kill_posted(void)
+{
+    gdte_type_h t;
+    OK(gdte_type_create_vector(1024, 1, 2, dbl(), &t));
+    OK(gdte_type_commit(t));
+    buf_t b;
+    buf_alloc(&b, 16 * 1024);
+    tp_leave();
+    if (rank == 1) {
+        fprintf(stderr, "[rank 1] killing myself before sending\n");
+        raise(SIGKILL);
+    }
+    gdte_msg_req_h q;
+    OK(gdte_msg_irecv(comm, b.user, 1, t, 1, 9, NULL, &q));
+    double t0 = tp_time();
+    gdte_msg_status_t s;
+    gdte_status_t st = gdte_msg_wait(&q, &s);
+    double dt = tp_time() - t0;
+    printf("kill-posted: the posted receive ended with %s after %.1f s\n", gdte_status_name(st), dt);
+    CHECK(st == GDTE_ERR_PEER_FAILED, "the posted receive ended with %s", gdte_status_name(st));
+    CHECK(dt < 30, "it took %.1f s", dt);
+    if (tp.child > 0 && waitpid(tp.child, NULL, 0) == tp.child) tp.child = 0; /* reaped here: killed on purpose */
+    OK(gdte_comm_destroy(comm));
+    comm = NULL;
+    buf_free(&b);
+    gdte_type_free(&t);
+    return nfail;
+}
+
 /* ---- an injected UCX error (GDTE_FAULT_UCX_ERROR) fails the message, not the process -------- */
 static int test_inject_ucx(void)
 {
@@ -1095,6 +1131,16 @@ int main(int argc, char **argv)
     unsigned seed = opt_seed;
     tp_bcast(&seed, sizeof seed);
     opt_seed = seed;
+    if (!strcmp(mode, "kill-posted")) {
+        if (tp.mpi) {
+            printf("kill-posted runs in fork mode only: skipped\n");
+            tp_finalize(0);
+            return 77;
+        }
+        int f = test_kill_posted();
+        gdte_finalize();
+        return tp_finalize(f ? 1 : 0);
+    }
     if (!strncmp(mode, "kill-", 5)) {
         int f = test_kill(!strcmp(mode, "kill-receiver"));
         gdte_finalize();
