@@ -11,7 +11,7 @@
 # The machine has cmake, ninja and nvcc but no MPI development setup and no UCX headers: the
 # build is configured with -DGDTE_WITH_MPI=OFF -DGDTE_WITH_UCX=OFF. uthash is taken from
 # .deps/uthash/include when tools/device_deps.sh prepared it (carry .deps with the call).
-# Environment: GDTE_COMMIT (recorded in the CSV), DEVICE_JOBS, DEVICE_BUILD_DIR,
+# Environment: GDTETEST_COMMIT (recorded in the CSV), DEVICE_JOBS, DEVICE_BUILD_DIR,
 # DEVICE_SANITIZER_ITERS (random types per test under the sanitizers, default 12),
 # DEVICE_SANITIZER_TIMEOUT / DEVICE_BENCH_TIMEOUT (seconds per run), BENCH_LAYOUTS (a,b,...).
 set -uo pipefail
@@ -22,7 +22,7 @@ BUILD=${DEVICE_BUILD_DIR:-build-device}
 JOBS=${DEVICE_JOBS:-$(nproc)}
 DEFAULT_SECTIONS="build gpu_tests sanitizers bench_pack"
 SECTIONS=${DEVICE_SECTIONS:-$DEFAULT_SECTIONS}
-export GDTE_COMMIT=${GDTE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export GDTETEST_COMMIT=${GDTETEST_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 BUILD_OK=0
@@ -61,12 +61,12 @@ section_sanitizers() {
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   [ -n "$cs" ] || { record sanitizers skip "compute-sanitizer not found"; return; }
   : >"$log"
-  export GDTE_TEST_ITERS=${DEVICE_SANITIZER_ITERS:-12} GDTE_TEST_UNDER_SANITIZER=1
+  export GDTETEST_ITERS=${DEVICE_SANITIZER_ITERS:-12} GDTETEST_UNDER_SANITIZER=1
   for tool in memcheck racecheck synccheck; do
     for t in test_gpu_kernels test_gpu_api; do
       local opts=(--tool "$tool" --error-exitcode 99)
       [ "$tool" = memcheck ] && opts+=(--leak-check full)
-      echo "== $tool $t (GDTE_TEST_ITERS=$GDTE_TEST_ITERS)" >>"$log"
+      echo "== $tool $t (GDTETEST_ITERS=$GDTETEST_ITERS)" >>"$log"
       timeout "${DEVICE_SANITIZER_TIMEOUT:-240}" "$cs" "${opts[@]}" "$BUILD/tests/gpu/$t" >>"$log" 2>&1
       local rc=$?
       local errs
@@ -74,7 +74,7 @@ section_sanitizers() {
       [ $rc -eq 0 ] && record "$tool:$t" ok "$errs" || record "$tool:$t" FAIL "rc=$rc $errs"
     done
   done
-  unset GDTE_TEST_ITERS GDTE_TEST_UNDER_SANITIZER
+  unset GDTETEST_ITERS GDTETEST_UNDER_SANITIZER
 }
 
 section_bench_pack() {
@@ -351,7 +351,7 @@ section_bench_halo3d() {
   dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print $NF}')
   csv="$OUT/halo3d-${dev:-gpu}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
   timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none \
-    -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTE_COMMIT \
+    -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
     "$MPI_BUILD/bench/halo3d/halo3d" --sizes "${DEVICE_HALO_SIZES:-128,256,512}" --iters "${DEVICE_HALO_ITERS:-20}" --csv "$csv" >"$log" 2>&1
   local rc=$?
   grep -v "^\[" "$log" | tail -20
@@ -384,7 +384,7 @@ section_bench_mpi() {
   mpibench_run() {
     local label=$1 bin=$2 log="$OUT/mpibench-$1.log" rc
     shift 2
-    timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" "$@" -np 2 --oversubscribe --bind-to none -x GDTE_COMMIT \
+    timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" "$@" -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT \
       "$bin" --mem device --mpi-label "$label" --csv "$csv" "${args[@]}" >"$log" 2>&1
     rc=$?
     grep -v "^\[gdte" "$log" | tail -60
@@ -488,7 +488,7 @@ for s in $SECTIONS; do
 done
 
 echo
-echo "== summary ($GDTE_COMMIT) =="
+echo "== summary ($GDTETEST_COMMIT) =="
 cat "$SUMMARY"
 if [ -f "$OUT/pack.csv" ]; then
   echo

@@ -22,7 +22,7 @@
  *           measurement is on the good side of its target (> 1: target met), e.g.
  *           10 us / median for the vector import, units/s / 1e8 for the indexed import.
  *
- * Usage: mpirun -n 1 engine_bench OUT.csv      (commit: GDTE_COMMIT, else `git rev-parse`)
+ * Usage: mpirun -n 1 engine_bench OUT.csv      (commit: GDTETEST_COMMIT, else `git rev-parse`)
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -95,7 +95,7 @@ static void identify(void)
     for (char *p = cpu; *p; p++)
         if (*p == ',') *p = ' ';
     snprintf(host, sizeof host, "%s (%s; %ld cores)", hn, cpu, sysconf(_SC_NPROCESSORS_ONLN));
-    const char *c = getenv("GDTE_COMMIT");
+    const char *c = getenv("GDTETEST_COMMIT");
     if (c && *c) {
         snprintf(commit, sizeof commit, "%s", c);
     } else {

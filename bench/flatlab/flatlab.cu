@@ -22,7 +22,7 @@
  * timed. CSV: device,commit,layout,direction,word,map,hint,unroll,blocks_per_sm,bytes,
  * median_us,gbps,ratio_to_memcpy.
  *
- * Usage: flatlab OUT.csv [small]   (commit from GDTE_COMMIT). CUDA only: the hints are CUDA
+ * Usage: flatlab OUT.csv [small]   (commit from GDTETEST_COMMIT). CUDA only: the hints are CUDA
  * intrinsics, and the lab's answer is carried into the one-source kernel by hand.
  */
 #include <cuda_runtime.h>
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const bool small = argc > 2 && !strcmp(argv[2], "small");
-    const char *commit = getenv("GDTE_COMMIT") ? getenv("GDTE_COMMIT") : "unknown";
+    const char *commit = getenv("GDTETEST_COMMIT") ? getenv("GDTETEST_COMMIT") : "unknown";
     cudaDeviceProp pr;
     CK(cudaGetDeviceProperties(&pr, 0));
     char dev[256];

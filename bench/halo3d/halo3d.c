@@ -327,7 +327,7 @@ int main(int argc, char **argv)
     }
 
     /* The commit recorded at configure time, unless the run names its own. */
-    const char *commit = getenv("GDTE_COMMIT") ? getenv("GDTE_COMMIT") : HALO3D_COMMIT;
+    const char *commit = getenv("GDTETEST_COMMIT") ? getenv("GDTETEST_COMMIT") : HALO3D_COMMIT;
     FILE *out = NULL;
     if (rank == 0 && csv) {
         out = fopen(csv, "a+");

@@ -39,7 +39,7 @@
  *
  * CSV (--csv, appended; header written when the file is empty):
  *   device,commit,gpus,mpi,benchmark,layout,bytes,median_us,gbps,ratio_to_raw
- * device: short GPU name ("H100") or "host"; commit: $GDTE_COMMIT, else the configured one;
+ * device: short GPU name ("H100") or "host"; commit: $GDTETEST_COMMIT, else the configured one;
  * gpus: distinct GPUs used by the two ranks (0 on host memory); mpi: --mpi-label; median_us:
  * per message (one-way for latency, window / 64 for bw); gbps: payload bytes / median_us;
  * ratio_to_raw: raw time / this time for the same benchmark and size (empty on host memory).
@@ -547,7 +547,7 @@ int main(int argc, char **argv)
         gpus = strcmp(keys[0], keys[1]) ? 2 : 1;
         device = mb_device_name();
     }
-    if (getenv("GDTE_COMMIT") && *getenv("GDTE_COMMIT")) commit = getenv("GDTE_COMMIT");
+    if (getenv("GDTETEST_COMMIT") && *getenv("GDTETEST_COMMIT")) commit = getenv("GDTETEST_COMMIT");
     opt_raw &= device_mem;
 
     /* Buffers, once, at the largest size: a layout's span is below 2 x payload + 64 doubles. */

@@ -28,7 +28,7 @@
  * hole) and contig512 (a calibration: V's bytes contiguous; its gdte_flat row is the FLAT
  * kernel as a plain copy, the ceiling for V).
  *
- * Usage: pack_bench OUT.csv [layout,layout,...]   (commit from GDTE_COMMIT)
+ * Usage: pack_bench OUT.csv [layout,layout,...]   (commit from GDTETEST_COMMIT)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -474,7 +474,7 @@ int main(int argc, char **argv)
         for (char *q = device; *q; q++)
             if (*q == ',' || *q == ' ') *q = '_';
     }
-    const char *cm = getenv("GDTE_COMMIT");
+    const char *cm = getenv("GDTETEST_COMMIT");
     snprintf(commit, sizeof commit, "%s", cm && *cm ? cm : "unknown");
     printf("device %s (%s, %d SMs, L2 %d MB), commit %s\n", device, pr.name, pr.sm_count, pr.l2_bytes >> 20, commit);
     csv = fopen(argv[1], "w");

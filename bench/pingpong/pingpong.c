@@ -530,11 +530,11 @@ int main(int argc, char **argv)
         return tp_finalize(2);
     }
     if (opt_iters < 1) opt_iters = 1;
-    /* The commit measured: GDTE_COMMIT, else the source tree's HEAD now (the one configured
+    /* The commit measured: GDTETEST_COMMIT, else the source tree's HEAD now (the one configured
      * into the binary may be older), else the configured one. */
     static char head[64];
-    if (getenv("GDTE_COMMIT")) {
-        commit = getenv("GDTE_COMMIT");
+    if (getenv("GDTETEST_COMMIT")) {
+        commit = getenv("GDTETEST_COMMIT");
     } else {
         FILE *g = popen("git -C " PINGPONG_SRC " rev-parse --short HEAD 2>/dev/null", "r");
         if (g) {

@@ -14,8 +14,8 @@
  * So every accepted difference is explained, and every data check is exact.
  *
  * Usage: engine_pool [--seed S] [--cases N] [--first K] [--case K] [--verbose]
- * Environment (overrides defaults, not arguments): GDTE_POOL_SEED, GDTE_POOL_CASES,
- * GDTE_POOL_CASE, GDTE_POOL_DEPTH (nesting depth, default 4). Case K of seed S is generated from (S, K) alone, so
+ * Environment (overrides defaults, not arguments): GDTETEST_POOL_SEED, GDTETEST_POOL_CASES,
+ * GDTETEST_POOL_CASE, GDTETEST_POOL_DEPTH (nesting depth, default 4). Case K of seed S is generated from (S, K) alone, so
  * `engine_pool --seed S --case K --verbose` replays one failure.
  */
 #define _GNU_SOURCE
@@ -25,7 +25,7 @@
 #include "engine/engine.h"
 #include "mpi/import.h"
 
-static int max_depth = 4; /* GDTE_POOL_DEPTH: deeper for exploration */
+static int max_depth = 4; /* GDTETEST_POOL_DEPTH: deeper for exploration */
 #define PAD 64
 #define MAX_CASE_BYTES (8 << 20)
 
@@ -974,10 +974,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "gdte_init failed\n");
         return 1;
     }
-    g_seed = env_u64("GDTE_POOL_SEED", g_seed);
-    max_depth = (int)env_u64("GDTE_POOL_DEPTH", (uint64_t)max_depth);
-    int64_t ncases = (int64_t)env_u64("GDTE_POOL_CASES", 1000), first = 0;
-    int64_t one = getenv("GDTE_POOL_CASE") ? (int64_t)env_u64("GDTE_POOL_CASE", 0) : -1;
+    g_seed = env_u64("GDTETEST_POOL_SEED", g_seed);
+    max_depth = (int)env_u64("GDTETEST_POOL_DEPTH", (uint64_t)max_depth);
+    int64_t ncases = (int64_t)env_u64("GDTETEST_POOL_CASES", 1000), first = 0;
+    int64_t one = getenv("GDTETEST_POOL_CASE") ? (int64_t)env_u64("GDTETEST_POOL_CASE", 0) : -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--cases") && i + 1 < argc) ncases = strtoll(argv[++i], NULL, 0);

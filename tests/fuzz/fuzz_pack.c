@@ -364,9 +364,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 int main(int argc, char **argv)
 {
     setup();
-    trace = getenv("GDTE_FUZZ_TRACE") != NULL;
-    save_inputs = getenv("GDTE_FUZZ_SAVE") != NULL;
-    if (getenv("GDTE_FUZZ_MAXDEPTH")) max_depth = atoi(getenv("GDTE_FUZZ_MAXDEPTH"));
+    trace = getenv("GDTETEST_FUZZ_TRACE") != NULL;
+    save_inputs = getenv("GDTETEST_FUZZ_SAVE") != NULL;
+    if (getenv("GDTETEST_FUZZ_MAXDEPTH")) max_depth = atoi(getenv("GDTETEST_FUZZ_MAXDEPTH"));
     long cases = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--random") && a + 2 < argc) {

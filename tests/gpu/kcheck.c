@@ -17,13 +17,13 @@ static const char *kvar_name(int v)
 
 int kc_iters(int def)
 {
-    const char *e = getenv("GDTE_TEST_ITERS");
+    const char *e = getenv("GDTETEST_ITERS");
     return e && atoi(e) > 0 ? atoi(e) : def;
 }
 
 uint64_t kc_seed(void)
 {
-    const char *e = getenv("GDTE_TEST_SEED");
+    const char *e = getenv("GDTETEST_SEED");
     if (e && *e) return strtoull(e, NULL, 0);
     return (uint64_t)time(NULL) * 2654435761u;
 }
@@ -49,7 +49,7 @@ static int report(ctx_t *c, const char *phase, int64_t off, int64_t len, const u
     size_t i = 0;
     while (i < n && got[i] == exp[i]) i++;
     if (i == n) return 0;
-    if (c->failed++ < 1 || getenv("GDTE_TEST_VERBOSE"))
+    if (c->failed++ < 1 || getenv("GDTETEST_VERBOSE"))
         fprintf(stderr,
                 "FAIL seed=0x%llx count=%lld variant=%s word=%d wide=%d phase=%s range=[%lld,+%lld): byte %lld: got "
                 "0x%02x want 0x%02x\n  type: %s\n",
@@ -75,7 +75,7 @@ static gdte_status_t run(ctx_t *c, const gdte_layout_t *L, const gdte_gpu_exec_o
 {
     gdte_status_t st = c->ops->exec(L, o, dir, user, packed, off, len);
     if (st != GDTE_OK) {
-        if (c->failed++ < 1 || getenv("GDTE_TEST_VERBOSE"))
+        if (c->failed++ < 1 || getenv("GDTETEST_VERBOSE"))
             fprintf(stderr, "FAIL seed=0x%llx variant=%s word=%d wide=%d %s [%lld,+%lld): %s\n  type: %s\n",
                     (unsigned long long)c->seed, kvar_name(c->variant), c->word, c->wide,
                     dir == GDTE_DIR_PACK ? "pack" : "unpack", (long long)off, (long long)len, gdte_status_name(st),

@@ -5,8 +5,8 @@
  * device (test_gpu_kernels.c) and for the CPU emulation of the kernels (test_kernels_emu.c);
  * they differ only in where "device" memory lives and how a units array gets there.
  */
-#ifndef GDTE_TEST_KCHECK_H
-#define GDTE_TEST_KCHECK_H
+#ifndef GDTETEST_KCHECK_H
+#define GDTETEST_KCHECK_H
 #include <stddef.h>
 #include <stdint.h>
 #include "gdte.h"
@@ -64,7 +64,7 @@ int kc_check_copy(const kc_ops_t *ops, gdte_type_h ts, int64_t cs, gdte_type_h t
 int kc_check_copy_units(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed, const char *desc,
                         kc_stats_t *stats);
 
-/* Iterations from GDTE_TEST_ITERS (default `def`), seed from GDTE_TEST_SEED (default: time). */
+/* Iterations from GDTETEST_ITERS (default `def`), seed from GDTETEST_SEED (default: time). */
 int kc_iters(int def);
 uint64_t kc_seed(void);
 void kc_print_coverage(const kc_stats_t *s);

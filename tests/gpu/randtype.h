@@ -1,6 +1,6 @@
 /* A seeded generator of random datatypes over the public constructors, for the GPU tests. */
-#ifndef GDTE_TEST_RANDTYPE_H
-#define GDTE_TEST_RANDTYPE_H
+#ifndef GDTETEST_RANDTYPE_H
+#define GDTETEST_RANDTYPE_H
 #include <stddef.h>
 #include <stdint.h>
 #include "gdte.h"

@@ -115,7 +115,7 @@ int main(void)
 #endif
     uint64_t seed = kc_seed();
     int iters = kc_iters(DEFAULT_ITERS);
-    printf("%s: seed 0x%llx (GDTE_TEST_SEED to repeat), %d random types\n", where, (unsigned long long)seed, iters);
+    printf("%s: seed 0x%llx (GDTETEST_SEED to repeat), %d random types\n", where, (unsigned long long)seed, iters);
     kc_stats_t st;
     memset(&st, 0, sizeof st);
     int fails = 0;
@@ -230,7 +230,7 @@ int main(void)
         }
     /* Units layouts buffer to buffer on the fixed shapes too (triangle, struct, irregular long
      * blocks), so that the check does not depend on the random pool making one at small
-     * GDTE_TEST_ITERS (the sanitizer runs use 12). */
+     * GDTETEST_ITERS (the sanitizer runs use 12). */
     static const rt_shape_t unit_shapes[] = {RT_SHAPE_TRIANGLE, RT_SHAPE_STRUCT, RT_SHAPE_LONGIDX};
     for (size_t k = 0; k < sizeof unit_shapes / sizeof unit_shapes[0]; k++) {
         char da[512];

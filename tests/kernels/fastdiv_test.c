@@ -3,7 +3,7 @@
  * paths, over divisors at the edges (1, powers of two and their neighbours, 2^31 - 1, 2^32 - 1,
  * 2^63, 2^64 - 1) and random ones of every bit length, each with dividends at the edges
  * (0, d - 1, d, multiples of d and their neighbours, the largest values) and random ones.
- * GDTE_TEST_SEED repeats a run.
+ * GDTETEST_SEED repeats a run.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,10 +71,10 @@ static void check_divisor(uint64_t d)
 
 int main(void)
 {
-    const char *e = getenv("GDTE_TEST_SEED");
+    const char *e = getenv("GDTETEST_SEED");
     rng = e && *e ? strtoull(e, NULL, 0) : 0x9e3779b97f4a7c15ull;
     if (!rng) rng = 1;
-    printf("seed 0x%llx (GDTE_TEST_SEED to repeat)\n", (unsigned long long)rng);
+    printf("seed 0x%llx (GDTETEST_SEED to repeat)\n", (unsigned long long)rng);
     const uint64_t fixed[] = {1, 2, 3, 5, 6, 7, 10, 12, 24, 48, 511, 512, 513, 4095, 4096, 8192, 16384, 65536,
                               1000000, (1u << 31) - 1, 1u << 31, (1u << 31) + 1, UINT32_MAX - 1, UINT32_MAX,
                               (uint64_t)UINT32_MAX + 1, (uint64_t)UINT32_MAX + 2, (uint64_t)1 << 62,

@@ -14,8 +14,8 @@
  * What it does not model: concurrency between threads other than at barriers (racecheck on
  * the device covers that), warp-synchronous behaviour (the kernels use none), timing.
  */
-#ifndef GDTE_TEST_CUDA_EMU_H
-#define GDTE_TEST_CUDA_EMU_H
+#ifndef GDTETEST_CUDA_EMU_H
+#define GDTETEST_CUDA_EMU_H
 
 #include <stdint.h>
 #include <stdlib.h>
