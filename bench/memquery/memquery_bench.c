@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     }
     gdte_gpu_props_t pr;
     gdte_gpu_get_props(gdte_gpu_current_device(), &pr);
-    const char *commit = getenv("GDTE_COMMIT");
+    const char *commit = getenv("GDTETEST_COMMIT");
     void *d, *pin;
     char *h = malloc(1 << 20);
     memset(h, 1, 1 << 20);
