@@ -23,9 +23,13 @@ static int parse_i64(const char *s, int64_t *v, int allow_suffix)
 {
     while (isspace((unsigned char)*s)) s++;
     if (!*s) return -1;
+    /* Decimal only (strtoll's base 0 would read "065536" as octal 27,486 and take "0x..."):
+     * an optional sign, then digits, then for sizes one k/m/g suffix. */
+    const char *digits = s + (*s == '+' || *s == '-');
+    if (!isdigit((unsigned char)*digits)) return -1;
     errno = 0;
     char *end;
-    long long x = strtoll(s, &end, 0);
+    long long x = strtoll(s, &end, 10);
     if (errno || end == s) return -1;
     int64_t mult = 1;
     if (allow_suffix && *end) {

@@ -27,7 +27,9 @@ void gdte_log_emit(gdte_log_level_t lvl, const char *file, int line, const char 
 
 /* ---- knobs ---- */
 /* Every GDTE_* variable, in one list: X(id, "NAME", kind, "default", "accepted", "doc").
- * kinds: SIZE (bytes, with k/m/g suffixes), INT, BOOL, ENUM (accepted = "a|b|c"). */
+ * kinds: SIZE (bytes, with k/m/g suffixes), INT, BOOL, ENUM (accepted = "a|b|c").
+ * Numbers are decimal only: a leading zero is not octal ("065536" is 65536) and "0x" is
+ * refused, so a value means what it reads as. */
 #define GDTE_KNOB_LIST(X)                                                                                   \
     X(LOG, "GDTE_LOG", ENUM, "warn", "error|warn|info|debug|trace", "log level; lines go to stderr, prefixed with the rank") \
     X(DEV_UNIT, "GDTE_DEV_UNIT", SIZE, "2048", "256..65536, a multiple of 256", "DEV work-unit size S in bytes") \
@@ -88,6 +90,7 @@ int gdte_fault_hit(gdte_knob_id_t knob);
 /* ---- checked arithmetic ---- */
 static inline int gdte_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
 static inline int gdte_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline int gdte_sub_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_sub_overflow(a, b, r); }
 
 /* ---- time ---- */
 double gdte_time_now(void); /* seconds, monotonic */
