@@ -124,10 +124,22 @@ GDTE_API gdte_status_t gdte_finalize(void);
  * extent 16). Padding is not inherited: a parent pads its own data span once. Open MPI differs
  * in two corners (it builds a parent over each child's padded bounds, and an empty child
  * still moves the bounds); docs/ENGINE.md lists them, and the MPI import resizes to what the
- * MPI in use reports. */
+ * MPI in use reports.
+ *
+ * Byte displacements, strides, lb and extent must be greater than INT64_MIN (else
+ * GDTE_ERR_INVALID_ARG), so that every bound can be negated. A type nests at most
+ * GDTE_MAX_TYPE_DEPTH levels (a dup adds none); a constructor that would go deeper returns
+ * GDTE_ERR_UNSUPPORTED. Commit, pack and free walk types without recursion, so any depth up
+ * to the limit works.
+ *
+ * A handle is an opaque value, not an address: it names one type for that type's lifetime
+ * only, so a handle used after its type is gone is GDTE_ERR_INVALID_TYPE even when a newer
+ * type took its place in memory. */
 /**@{*/
 /** A datatype: an opaque, reference-counted handle. */
 typedef struct gdte_type *gdte_type_h;
+/** Deepest nesting of constructors in one type. */
+#define GDTE_MAX_TYPE_DEPTH (1 << 20)
 
 /** Builtin element kinds: each is one indivisible element of a type signature. */
 typedef enum {

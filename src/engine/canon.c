@@ -331,7 +331,7 @@ static gdte_status_t ir_simplify(gdte_ir_t *ir)
  * a dense contiguous type...): the common case of large indexed types, so it is built in one
  * pass with room reserved once, and blocks adjacent in memory are merged as they come (the
  * merge rule of ir_simplify_pass, applied early). */
-static gdte_status_t ir_of_flat_blocks(const struct gdte_type *t, const gdte_ir_t *c, gdte_ir_t *ir)
+static gdte_status_t ir_of_flat_blocks(const gdte_tobj_t *t, const gdte_ir_t *c, gdte_ir_t *ir)
 {
     gdte_status_t st = ir_reserve_segs(ir, t->count);
     if (st != GDTE_OK) return st;
@@ -353,47 +353,135 @@ static gdte_status_t ir_of_flat_blocks(const struct gdte_type *t, const gdte_ir_
     return GDTE_OK;
 }
 
-static gdte_status_t ir_of(const struct gdte_type *t, gdte_ir_t *ir)
+/* The form of an HVECTOR or HINDEXED node from its child's form `ir` (replaced). */
+static gdte_status_t ir_over_child(const gdte_tobj_t *t, gdte_ir_t *ir)
 {
     gdte_status_t st = GDTE_OK;
-    ir_init(ir);
-    switch (t->kind) {
-    case GDTE_NODE_BASIC:
-        return ir_push_seg(ir, 0, t->size, NULL, 0);
-    case GDTE_NODE_DUP:
-    case GDTE_NODE_RESIZED:
-        return ir_of(t->child, ir);
-    case GDTE_NODE_HVECTOR: {
-        if ((st = ir_of(t->child, ir)) != GDTE_OK) return st;
+    if (t->kind == GDTE_NODE_HVECTOR) {
         if ((st = ir_repeat(ir, t->blocklen, gdte_type_extent_(t->child))) != GDTE_OK ||
             (st = ir_repeat(ir, t->count, t->stride)) != GDTE_OK)
             return st;
         return ir_simplify(ir);
     }
-    case GDTE_NODE_HINDEXED:
-    case GDTE_NODE_STRUCT: {
-        gdte_ir_t c;
-        if (t->kind == GDTE_NODE_HINDEXED && (st = ir_of(t->child, &c)) != GDTE_OK) return st;
-        if (t->kind == GDTE_NODE_HINDEXED && c.nsegs == 1 && c.nouter == 0 && c.segs[0].nd == 0) {
-            st = ir_of_flat_blocks(t, &c, ir);
-            gdte_ir_free(&c);
-            return st != GDTE_OK ? st : ir_simplify(ir);
-        }
-        for (int64_t i = 0; i < t->count && st == GDTE_OK; i++) {
-            const struct gdte_type *ch = t->kind == GDTE_NODE_STRUCT ? t->children[i] : t->child;
-            if (t->kind == GDTE_NODE_STRUCT && (st = ir_of(ch, &c)) != GDTE_OK) break;
-            st = ir_append_unrolled(ir, &c, (gdte_dim_t){t->blocklens[i], gdte_type_extent_(ch)}, t->displs[i]);
-            if (t->kind == GDTE_NODE_STRUCT) gdte_ir_free(&c);
-        }
-        if (t->kind == GDTE_NODE_HINDEXED) gdte_ir_free(&c);
-        if (st != GDTE_OK) return st;
-        return ir_simplify(ir);
+    gdte_ir_t out;
+    ir_init(&out);
+    if (ir->nsegs == 1 && ir->nouter == 0 && ir->segs[0].nd == 0) {
+        st = ir_of_flat_blocks(t, ir, &out);
+    } else {
+        for (int64_t i = 0; i < t->count && st == GDTE_OK; i++)
+            st = ir_append_unrolled(&out, ir, (gdte_dim_t){t->blocklens[i], gdte_type_extent_(t->child)}, t->displs[i]);
     }
-    }
-    return GDTE_ERR_INTERNAL;
+    gdte_ir_free(ir);
+    *ir = out;
+    return st != GDTE_OK ? st : ir_simplify(ir);
 }
 
-gdte_status_t gdte_ir_build(const struct gdte_type *t, gdte_ir_t *ir)
+static _Atomic int64_t ir_nodes;
+int64_t gdte_ir_nodes_visited(void) { return ir_nodes; }
+
+/* A node whose form waits for its children's: HVECTOR and HINDEXED (one child), STRUCT (each
+ * child in turn, appended to `acc`). */
+typedef struct ir_frame {
+    const gdte_tobj_t *t;
+    int64_t next;  /* STRUCT: the child being built */
+    gdte_ir_t *acc; /* STRUCT: the members so far */
+} ir_frame_t;
+
+/* The form of a type, built bottom-up without recursion: descend to a leaf pushing a frame
+ * per node that combines its children's forms (dup and resized pass their child's form
+ * through and need none), then fold the result into the frames above. The stack lives on
+ * the heap and holds at most the type's depth (<= GDTE_MAX_TYPE_DEPTH) frames. */
+static gdte_status_t ir_of(const gdte_tobj_t *t, gdte_ir_t *ir)
+{
+    gdte_status_t st = GDTE_OK;
+    ir_frame_t *stack = NULL;
+    int64_t n = 0, cap = 0;
+    ir_init(ir);
+    for (;;) {
+        /* Descend from t to a leaf; its form goes to *ir. */
+        for (;;) {
+            atomic_fetch_add_explicit(&ir_nodes, 1, memory_order_relaxed);
+            if (t->kind == GDTE_NODE_DUP || t->kind == GDTE_NODE_RESIZED) {
+                t = t->child;
+                continue;
+            }
+            if (t->kind == GDTE_NODE_BASIC) {
+                st = ir_push_seg(ir, 0, t->size, NULL, 0);
+                break;
+            }
+            if (t->kind == GDTE_NODE_STRUCT && t->count == 0) break; /* empty: *ir stays empty */
+            if (t->kind != GDTE_NODE_HVECTOR && t->kind != GDTE_NODE_HINDEXED && t->kind != GDTE_NODE_STRUCT) {
+                st = GDTE_ERR_INTERNAL;
+                break;
+            }
+            if (n == cap) {
+                int64_t ncap = cap ? 2 * cap : 64;
+                ir_frame_t *ns = realloc(stack, (size_t)ncap * sizeof *ns);
+                if (!ns) {
+                    st = GDTE_ERR_NO_MEMORY;
+                    break;
+                }
+                stack = ns;
+                cap = ncap;
+            }
+            ir_frame_t *f = &stack[n++];
+            *f = (ir_frame_t){t, 0, NULL};
+            if (t->kind == GDTE_NODE_STRUCT) {
+                if (!(f->acc = malloc(sizeof *f->acc))) {
+                    st = GDTE_ERR_NO_MEMORY;
+                    break;
+                }
+                ir_init(f->acc);
+                t = t->children[0];
+            } else {
+                t = t->child;
+            }
+        }
+        if (st != GDTE_OK) goto fail;
+        /* Ascend: fold *ir into the frames above until one needs its next child. */
+        int more = 0;
+        while (n > 0 && !more) {
+            ir_frame_t *f = &stack[n - 1];
+            if (f->t->kind == GDTE_NODE_STRUCT) {
+                const gdte_tobj_t *s = f->t;
+                const gdte_tobj_t *ch = s->children[f->next];
+                st = ir_append_unrolled(f->acc, ir, (gdte_dim_t){s->blocklens[f->next], gdte_type_extent_(ch)},
+                                        s->displs[f->next]);
+                gdte_ir_free(ir);
+                if (st != GDTE_OK) goto fail;
+                if (++f->next < s->count) {
+                    t = s->children[f->next];
+                    more = 1;
+                    continue;
+                }
+                *ir = *f->acc;
+                free(f->acc);
+                n--;
+                st = ir_simplify(ir);
+            } else {
+                n--;
+                st = ir_over_child(f->t, ir);
+            }
+            if (st != GDTE_OK) goto fail;
+        }
+        if (!more) break;
+    }
+    free(stack);
+    return GDTE_OK;
+fail:
+    gdte_ir_free(ir);
+    while (n > 0) {
+        ir_frame_t *f = &stack[--n];
+        if (f->acc) {
+            gdte_ir_free(f->acc);
+            free(f->acc);
+        }
+    }
+    free(stack);
+    return st;
+}
+
+gdte_status_t gdte_ir_build(const gdte_tobj_t *t, gdte_ir_t *ir)
 {
     gdte_status_t st = ir_of(t, ir);
     if (st != GDTE_OK) gdte_ir_free(ir);

@@ -44,5 +44,8 @@ uint64_t gdte_type_uid(gdte_type_h type);
 
 /* Engine-wide counters for tests/benchmarks. */
 int64_t gdte_engine_live_types(void);
+/* Type nodes walked by commits and canonical forms since the process started: tests bound the
+ * work of an operation with it (e.g. O(n) for a chain of n dups, however it is committed). */
+int64_t gdte_engine_nodes_visited(void);
 
 #endif

@@ -11,18 +11,23 @@ static int32_t pow2_align(int64_t x)
     return (int32_t)(v & (~v + 1)); /* lowest set bit, at most 16 */
 }
 
-void gdte_plan_free(gdte_plan_t *p)
+static void plan_free(gdte_plan_t *p)
 {
-    if (!p) return;
     free(p->units);
     free(p->runs);
     free(p);
+}
+
+void gdte_plan_release(gdte_plan_t *p)
+{
+    if (p && atomic_fetch_sub(&p->refs, 1) == 1) plan_free(p);
 }
 
 gdte_status_t gdte_plan_build(const gdte_ir_t *ir, int64_t unit_size, gdte_plan_t **plan_p)
 {
     gdte_plan_t *p = calloc(1, sizeof *p);
     if (!p) return GDTE_ERR_NO_MEMORY;
+    atomic_init(&p->refs, 1);
     p->bytes = sizeof *p;
     p->nblocks = gdte_ir_nblocks(ir);
     if (ir->nsegs == 0) {
@@ -47,7 +52,7 @@ gdte_status_t gdte_plan_build(const gdte_ir_t *ir, int64_t unit_size, gdte_plan_
     int64_t nunits = 0, nruns = 0;
     for (int64_t i = 0; i < ir->nsegs; i++) {
         const gdte_seg_t *s = &ir->segs[i];
-        int64_t nb = 1, per = (s->blocklen + unit_size - 1) / unit_size, n;
+        int64_t nb = 1, per = s->blocklen / unit_size + (s->blocklen % unit_size != 0), n;
         for (int k = 0; k < s->nd; k++)
             if (gdte_mul_ovf(nb, ir->dims[s->dimoff + k].count, &nb)) goto too_big;
         if (gdte_mul_ovf(nb, per, &n) || gdte_add_ovf(nunits, n, &nunits)) goto too_big;
@@ -78,11 +83,15 @@ gdte_status_t gdte_plan_build(const gdte_ir_t *ir, int64_t unit_size, gdte_plan_
                 if (un->len > maxlen) maxlen = un->len;
             }
             packed += s->blocklen;
+            /* next block; `off` only ever holds a block's offset (never one stride past the
+             * last, which could leave int64 for a type whose blocks end near its limits) */
             int k = 0;
             while (k < s->nd) {
-                off += d[k].stride;
-                if (++idx[k] < d[k].count) break;
-                off -= idx[k] * d[k].stride;
+                if (++idx[k] < d[k].count) {
+                    off += d[k].stride;
+                    break;
+                }
+                off -= (idx[k] - 1) * d[k].stride;
                 idx[k++] = 0;
             }
             if (k == s->nd) break;
@@ -102,12 +111,14 @@ gdte_status_t gdte_plan_build(const gdte_ir_t *ir, int64_t unit_size, gdte_plan_
     *plan_p = p;
     return GDTE_OK;
 too_big:
-    gdte_plan_free(p);
+    plan_free(p);
     return GDTE_ERR_NO_MEMORY;
 }
 
-gdte_status_t gdte_engine_runs(gdte_type_h t, const gdte_run_t **runs_p, int64_t *nruns_p, int64_t *unit_size_p)
+gdte_status_t gdte_engine_runs(gdte_type_h h, const gdte_run_t **runs_p, int64_t *nruns_p, int64_t *unit_size_p)
 {
+    const gdte_tobj_t *t = gdte_type_obj(h);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!t->committed) return GDTE_ERR_NOT_COMMITTED;
     if (!t->plan->runs) return GDTE_ERR_UNSUPPORTED;
     *runs_p = t->plan->runs;
@@ -116,10 +127,11 @@ gdte_status_t gdte_engine_runs(gdte_type_h t, const gdte_run_t **runs_p, int64_t
     return GDTE_OK;
 }
 
-gdte_status_t gdte_engine_layout(gdte_type_h t, int64_t count, gdte_layout_t *L)
+gdte_status_t gdte_engine_layout(gdte_type_h h, int64_t count, gdte_layout_t *L)
 {
-    gdte_status_t st = gdte_type_check(t);
+    gdte_status_t st = gdte_type_check(h);
     if (st != GDTE_OK) return st;
+    const gdte_tobj_t *t = gdte_type_obj(h);
     if (!t->committed) return GDTE_ERR_NOT_COMMITTED;
     if (count < 0) return GDTE_ERR_COUNT;
     const gdte_plan_t *p = t->plan;

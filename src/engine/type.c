@@ -7,14 +7,8 @@
 #include <string.h>
 #include "type_internal.h"
 
-/* Every live handle is in this table, so a NULL, stale or foreign handle is an error, not a
- * crash. uthash (Debian's uthash-dev) keyed by the object address. */
-static struct gdte_type *registry;
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t next_uid = 1;
 static _Atomic int64_t live_types;
-
-int64_t gdte_engine_live_types(void) { return live_types; }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Signatures: a polynomial hash over the sequence of basic elements, mod 2^64, which composes
@@ -107,14 +101,129 @@ static uint64_t sig_basic(uint32_t tag)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-static struct gdte_type predefined[GDTE_BASIC_COUNT_];
+/* Handles. A handle is (generation << SLOT_BITS) | slot, cast to gdte_type_h: never an
+ * address. The registry's slots live in chunks that are never moved or freed, so resolving a
+ * handle takes no lock: load the slot's generation, its object, and the generation again.
+ * Destroying an object bumps its slot's generation before clearing the slot, so a stale
+ * handle never matches again, whoever reuses the slot or the object's memory; a slot whose
+ * generation would wrap is retired, never reused. Slots below GDTE_BASIC_COUNT_ name the
+ * predefined types (generation 1, permanent); other slots start at generation 1. */
+#define SLOT_BITS GDTE_HANDLE_SLOT_BITS
+#define SLOT_COUNT (UINT64_C(1) << SLOT_BITS) /* live types at most */
+#define GEN_MAX ((UINT64_C(1) << (64 - SLOT_BITS)) - 1)
+#define CHUNK_BITS 12
+#define CHUNK_SLOTS (1u << CHUNK_BITS)
+#define NCHUNKS (SLOT_COUNT >> CHUNK_BITS)
+#define NO_SLOT UINT32_MAX
+_Static_assert(sizeof(gdte_type_h) == sizeof(uint64_t), "a handle holds a slot and a generation in 64 bits");
+
+typedef struct hslot {
+    _Atomic uint64_t gen;
+    _Atomic(gdte_tobj_t *) obj;
+    uint32_t next_free; /* free list, under registry_lock */
+} hslot_t;
+
+static _Atomic(hslot_t *) chunks[NCHUNKS];
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t slots_made = GDTE_BASIC_COUNT_; /* slots handed out at least once */
+static uint32_t free_slots = NO_SLOT;            /* LIFO of slots to reuse */
+
+static gdte_type_h make_handle(uint64_t slot, uint64_t gen)
+{
+    return (gdte_type_h)(uintptr_t)((gen << SLOT_BITS) | slot);
+}
+
+static hslot_t *slot_at(uint64_t slot)
+{
+    hslot_t *c = atomic_load_explicit(&chunks[slot >> CHUNK_BITS], memory_order_acquire);
+    return c ? &c[slot & (CHUNK_SLOTS - 1)] : NULL;
+}
+
+/* Give `t` a slot and a handle, and make the handle resolve to it. */
+static gdte_status_t slot_publish(gdte_tobj_t *t)
+{
+    pthread_mutex_lock(&registry_lock);
+    uint32_t slot;
+    hslot_t *s;
+    if (free_slots != NO_SLOT) {
+        slot = free_slots;
+        s = slot_at(slot);
+        free_slots = s->next_free;
+    } else {
+        if (slots_made == SLOT_COUNT) {
+            pthread_mutex_unlock(&registry_lock);
+            gdte_error("more than %llu live datatypes", (unsigned long long)SLOT_COUNT - GDTE_BASIC_COUNT_);
+            return GDTE_ERR_NO_MEMORY;
+        }
+        slot = slots_made;
+        if (!(s = slot_at(slot))) {
+            hslot_t *c = calloc(CHUNK_SLOTS, sizeof *c);
+            if (!c) {
+                pthread_mutex_unlock(&registry_lock);
+                return GDTE_ERR_NO_MEMORY;
+            }
+            for (uint32_t i = 0; i < CHUNK_SLOTS; i++) atomic_init(&c[i].gen, 1);
+            atomic_store_explicit(&chunks[slot >> CHUNK_BITS], c, memory_order_release);
+            s = &c[slot & (CHUNK_SLOTS - 1)];
+        }
+        slots_made++;
+    }
+    t->handle = make_handle(slot, atomic_load_explicit(&s->gen, memory_order_relaxed));
+    atomic_store_explicit(&s->obj, t, memory_order_release);
+    pthread_mutex_unlock(&registry_lock);
+    live_types++;
+    return GDTE_OK;
+}
+
+/* The slot stops naming `t`: its generation moves on first, then the object goes. */
+static void slot_retire(gdte_tobj_t *t)
+{
+    uint64_t slot = gdte_handle_slot(t->handle), gen = gdte_handle_gen(t->handle);
+    pthread_mutex_lock(&registry_lock);
+    hslot_t *s = slot_at(slot);
+    atomic_store_explicit(&s->gen, gen + 1, memory_order_release);
+    atomic_store_explicit(&s->obj, NULL, memory_order_release);
+    if (gen + 1 < GEN_MAX) { /* else the slot is worn out: never reused, so never ambiguous */
+        s->next_free = free_slots;
+        free_slots = (uint32_t)slot;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    live_types--;
+}
+
+static gdte_tobj_t predefined[GDTE_BASIC_COUNT_];
+static pthread_once_t predefined_once = PTHREAD_ONCE_INIT;
+static void predefined_init(void);
+
+gdte_tobj_t *gdte_type_obj(gdte_type_h h)
+{
+    uint64_t slot = gdte_handle_slot(h), gen = gdte_handle_gen(h);
+    if (gen == 1 && slot < GDTE_BASIC_COUNT_) {
+        pthread_once(&predefined_once, predefined_init);
+        return &predefined[slot];
+    }
+    hslot_t *s = gen ? slot_at(slot) : NULL;
+    if (!s || atomic_load_explicit(&s->gen, memory_order_acquire) != gen) return NULL;
+    gdte_tobj_t *t = atomic_load_explicit(&s->obj, memory_order_acquire);
+    /* The slot may have been retired and reused between the loads: then the generation moved. */
+    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen) return NULL;
+    return t;
+}
+
+/* The object of a handle the user still holds (not freed by gdte_type_free). */
+static gdte_tobj_t *user_obj(gdte_type_h h)
+{
+    gdte_tobj_t *t = gdte_type_obj(h);
+    return t && !atomic_load_explicit(&t->user_freed, memory_order_relaxed) ? t : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 static const int64_t predefined_size[GDTE_BASIC_COUNT_] = {1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 16, 8, 16};
 /* The C alignment of each element (a complex number aligns like its parts); it decides the
  * padding of extents (see bounds_store). */
 static const int32_t predefined_align[GDTE_BASIC_COUNT_] = {
     1, 1, 1, 1, 2, 2, 4, 4, _Alignof(int64_t), _Alignof(uint64_t), _Alignof(float), _Alignof(double),
     _Alignof(long double), _Alignof(float), _Alignof(double)};
-static pthread_once_t predefined_once = PTHREAD_ONCE_INIT;
 
 /* Alignment assumed for an element of a size gdte does not know: the largest power of two
  * dividing the size, at most 16 (what C compilers give such elements on the targets we run). */
@@ -125,7 +234,7 @@ static int32_t size_align(int64_t size)
     return a;
 }
 
-static void init_basic(struct gdte_type *t, int64_t size, uint32_t tag)
+static void init_basic(gdte_tobj_t *t, int64_t size, uint32_t tag)
 {
     t->magic = GDTE_TYPE_MAGIC;
     t->kind = GDTE_NODE_BASIC;
@@ -142,17 +251,18 @@ static void init_basic(struct gdte_type *t, int64_t size, uint32_t tag)
     t->depth = 0;
 }
 
-static gdte_status_t commit_locked(struct gdte_type *t);
+static gdte_status_t commit_locked(gdte_tobj_t *t);
 
 static void predefined_init(void)
 {
     for (int i = 0; i < GDTE_BASIC_COUNT_; i++) {
-        struct gdte_type *t = &predefined[i];
+        gdte_tobj_t *t = &predefined[i];
         init_basic(t, predefined_size[i], (uint32_t)i);
         t->align = predefined_align[i];
         t->predefined = 1;
         t->refcount = 1;
         t->uid = next_uid++;
+        t->handle = make_handle((uint64_t)i, 1);
         commit_locked(t);
     }
 }
@@ -161,89 +271,62 @@ GDTE_API gdte_type_h gdte_type_predefined(gdte_basic_t basic)
 {
     if ((int)basic < 0 || basic >= GDTE_BASIC_COUNT_) return NULL;
     pthread_once(&predefined_once, predefined_init);
-    return &predefined[basic];
+    return predefined[basic].handle;
 }
 
-static int is_predefined(const struct gdte_type *t)
+gdte_status_t gdte_type_check(gdte_type_h h) { return user_obj(h) ? GDTE_OK : GDTE_ERR_INVALID_TYPE; }
+
+static void obj_retain(gdte_tobj_t *t)
 {
-    return t >= &predefined[0] && t < &predefined[GDTE_BASIC_COUNT_];
+    if (!t->predefined) atomic_fetch_add(&t->refcount, 1);
 }
 
-/* A handle found valid stays valid until some handle is freed or some type destroyed, which
- * bumps this generation. Each thread remembers the last handle it validated, so the checks
- * that every pack call makes (two per call) skip the locked lookup while nothing is freed. */
-static _Atomic uint64_t registry_gen = 1;
-static _Thread_local struct gdte_type *checked_type;
-static _Thread_local uint64_t checked_gen;
-
-gdte_status_t gdte_type_check(gdte_type_h t)
+/* Drop one reference. Destroying a type drops its children's references, which may destroy
+ * them too: those go on a work list threaded through the objects, so a chain of any length
+ * is released in constant stack. */
+static void obj_release(gdte_tobj_t *t)
 {
-    if (!t) return GDTE_ERR_INVALID_TYPE;
-    if (is_predefined(t)) return GDTE_OK;
-    uint64_t gen = atomic_load_explicit(&registry_gen, memory_order_acquire);
-    if (t == checked_type && gen == checked_gen) return GDTE_OK;
-    struct gdte_type *found;
-    pthread_mutex_lock(&registry_lock);
-    HASH_FIND_PTR(registry, &t, found);
-    int ok = found && !found->user_freed;
-    pthread_mutex_unlock(&registry_lock);
-    if (!ok) return GDTE_ERR_INVALID_TYPE;
-    checked_type = t;
-    checked_gen = gen;
-    return GDTE_OK;
-}
-
-void gdte_type_retain(gdte_type_h t)
-{
-    if (!is_predefined(t)) atomic_fetch_add(&t->refcount, 1);
-}
-
-static void type_destroy(struct gdte_type *t);
-
-void gdte_type_release(gdte_type_h t)
-{
-    if (!t || is_predefined(t)) return;
-    if (atomic_fetch_sub(&t->refcount, 1) == 1) type_destroy(t);
-}
-
-static void type_destroy(struct gdte_type *t)
-{
-    pthread_mutex_lock(&registry_lock);
-    HASH_DELETE(hh, registry, t);
-    atomic_fetch_add_explicit(&registry_gen, 1, memory_order_release);
-    pthread_mutex_unlock(&registry_lock);
-    if (t->backend_free && t->backend_slot) t->backend_free(t->backend_slot);
-    if (t->plan) gdte_plan_free(t->plan);
-    if (t->child) gdte_type_release(t->child);
-    if (t->children) {
-        for (int64_t i = 0; i < t->count; i++) gdte_type_release(t->children[i]);
-        free(t->children);
+    if (!t || t->predefined || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    t->next_dead = NULL;
+    while (t) {
+        gdte_tobj_t *d = t;
+        t = d->next_dead;
+        slot_retire(d);
+        if (d->backend_free && d->backend_slot) d->backend_free(d->backend_slot);
+        gdte_plan_release(d->plan);
+        int64_t nc = d->children ? d->count : d->child ? 1 : 0;
+        for (int64_t i = 0; i < nc; i++) {
+            gdte_tobj_t *c = d->children ? d->children[i] : d->child;
+            if (c && !c->predefined && atomic_fetch_sub(&c->refcount, 1) == 1) {
+                c->next_dead = t;
+                t = c;
+            }
+        }
+        free(d->children);
+        free(d->blocklens);
+        free(d->displs);
+        d->magic = 0;
+        free(d);
     }
-    free(t->blocklens);
-    free(t->displs);
-    t->magic = 0;
-    free(t);
-    live_types--;
 }
 
-static struct gdte_type *type_new(gdte_node_kind_t kind)
+void gdte_type_retain(gdte_type_h h)
 {
-    struct gdte_type *t = calloc(1, sizeof *t);
+    gdte_tobj_t *t = gdte_type_obj(h);
+    if (t) obj_retain(t);
+}
+
+void gdte_type_release(gdte_type_h h) { obj_release(gdte_type_obj(h)); }
+
+static gdte_tobj_t *type_new(gdte_node_kind_t kind)
+{
+    gdte_tobj_t *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->magic = GDTE_TYPE_MAGIC;
     t->kind = kind;
     t->refcount = 1;
     t->uid = next_uid++;
     return t;
-}
-
-static void type_publish(struct gdte_type *t)
-{
-    pthread_mutex_lock(&registry_lock);
-    t->self = t;
-    HASH_ADD_PTR(registry, self, t);
-    pthread_mutex_unlock(&registry_lock);
-    live_types++;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -259,7 +342,7 @@ typedef struct bounds {
 } bounds_t;
 
 /* Add `bl` consecutive copies of child `c`, the first at byte displacement d. */
-static gdte_status_t bounds_add_block(bounds_t *b, int64_t d, int64_t bl, const struct gdte_type *c)
+static gdte_status_t bounds_add_block(bounds_t *b, int64_t d, int64_t bl, const gdte_tobj_t *c)
 {
     if (bl == 0) return GDTE_OK;
     int64_t E = gdte_type_extent_(c), span, lo, hi;
@@ -283,7 +366,7 @@ static gdte_status_t bounds_add_block(bounds_t *b, int64_t d, int64_t bl, const 
     return GDTE_OK;
 }
 
-static gdte_status_t bounds_store(struct gdte_type *t, const bounds_t *b)
+static gdte_status_t bounds_store(gdte_tobj_t *t, const bounds_t *b)
 {
     t->true_lb = b->any_data ? b->tlb : 0;
     t->true_ub = b->any_data ? b->tub : 0;
@@ -295,7 +378,7 @@ static gdte_status_t bounds_store(struct gdte_type *t, const bounds_t *b)
     } else if (b->any_data) {
         /* epsilon: the least increment making the extent a multiple of the alignment */
         int64_t ext;
-        if (gdte_add_ovf(b->tub, -b->tlb, &ext)) return GDTE_ERR_OVERFLOW;
+        if (gdte_sub_ovf(b->tub, b->tlb, &ext)) return GDTE_ERR_OVERFLOW;
         int64_t eps = (t->align - ext % t->align) % t->align;
         t->lb = b->tlb;
         if (gdte_add_ovf(b->tub, eps, &t->ub)) return GDTE_ERR_OVERFLOW;
@@ -305,19 +388,43 @@ static gdte_status_t bounds_store(struct gdte_type *t, const bounds_t *b)
     return GDTE_OK;
 }
 
-static gdte_status_t check_old(gdte_type_h old)
+/* The object of a handle a constructor was given. */
+static gdte_status_t get_old(gdte_type_h h, gdte_tobj_t **o_p)
 {
-    return gdte_type_check(old);
+    return (*o_p = user_obj(h)) ? GDTE_OK : GDTE_ERR_INVALID_TYPE;
 }
 
-static gdte_status_t finish(struct gdte_type *t, gdte_status_t st, gdte_type_h *type_p)
+/* Byte displacements, strides, lb and extent from the caller: INT64_MIN has no negation. */
+static int bytes_ok(int64_t v) { return v != INT64_MIN; }
+
+static void log_depth_once(void)
 {
+    static _Atomic int logged;
+    if (!atomic_exchange(&logged, 1))
+        gdte_error("datatype nesting deeper than GDTE_MAX_TYPE_DEPTH (%d levels): GDTE_ERR_UNSUPPORTED",
+                   GDTE_MAX_TYPE_DEPTH);
+}
+
+/* Publish `t` (st == GDTE_OK) after the checks every new type passes, or undo it. */
+static gdte_status_t finish(gdte_tobj_t *t, gdte_status_t st, gdte_type_h *type_p)
+{
+    int64_t ext;
+    if (st == GDTE_OK && t->depth > GDTE_MAX_TYPE_DEPTH) {
+        log_depth_once();
+        st = GDTE_ERR_UNSUPPORTED;
+    }
+    /* Every bound above INT64_MIN and every extent representable: whatever reads them may
+     * negate or subtract them without overflow. */
+    if (st == GDTE_OK && (t->lb == INT64_MIN || t->true_lb == INT64_MIN || t->ub == INT64_MIN ||
+                          t->true_ub == INT64_MIN || gdte_sub_ovf(t->ub, t->lb, &ext) || ext == INT64_MIN ||
+                          gdte_sub_ovf(t->true_ub, t->true_lb, &ext)))
+        st = GDTE_ERR_OVERFLOW;
+    if (st == GDTE_OK) st = slot_publish(t);
     if (st != GDTE_OK) {
-        /* not yet published: undo by hand */
-        if (t->child) gdte_type_release(t->child);
+        /* not published: undo by hand */
+        obj_release(t->child);
         if (t->children) {
-            for (int64_t i = 0; i < t->count; i++)
-                if (t->children[i]) gdte_type_release(t->children[i]);
+            for (int64_t i = 0; i < t->count; i++) obj_release(t->children[i]);
             free(t->children);
         }
         free(t->blocklens);
@@ -325,13 +432,7 @@ static gdte_status_t finish(struct gdte_type *t, gdte_status_t st, gdte_type_h *
         free(t);
         return st;
     }
-    int64_t ext;
-    if (gdte_add_ovf(t->ub, -t->lb, &ext) || gdte_add_ovf(t->true_ub, -t->true_lb, &ext)) {
-        t->children = t->children; /* fallthrough to cleanup */
-        return finish(t, GDTE_ERR_OVERFLOW, type_p);
-    }
-    type_publish(t);
-    *type_p = t;
+    *type_p = t->handle;
     return GDTE_OK;
 }
 
@@ -339,7 +440,7 @@ GDTE_API gdte_status_t gdte_type_create_basic(int64_t size, uint32_t tag, gdte_t
 {
     if (!type_p) return GDTE_ERR_INVALID_ARG;
     if (size < 1 || size > (1 << 20)) return GDTE_ERR_INVALID_ARG;
-    struct gdte_type *t = type_new(GDTE_NODE_BASIC);
+    gdte_tobj_t *t = type_new(GDTE_NODE_BASIC);
     if (!t) return GDTE_ERR_NO_MEMORY;
     uint64_t uid = t->uid;
     init_basic(t, size, tag + 0x10000u); /* keep custom tags apart from predefined ones */
@@ -349,15 +450,17 @@ GDTE_API gdte_status_t gdte_type_create_basic(int64_t size, uint32_t tag, gdte_t
 }
 
 GDTE_API gdte_status_t gdte_type_create_hvector(int64_t count, int64_t blocklength, int64_t stride,
-                                                gdte_type_h old, gdte_type_h *type_p)
+                                                gdte_type_h old_h, gdte_type_h *type_p)
 {
     gdte_status_t st;
+    gdte_tobj_t *old;
     if (!type_p) return GDTE_ERR_INVALID_ARG;
-    if ((st = check_old(old)) != GDTE_OK) return st;
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
     if (count < 0 || blocklength < 0) return GDTE_ERR_COUNT;
-    struct gdte_type *t = type_new(GDTE_NODE_HVECTOR);
+    if (!bytes_ok(stride)) return GDTE_ERR_INVALID_ARG;
+    gdte_tobj_t *t = type_new(GDTE_NODE_HVECTOR);
     if (!t) return GDTE_ERR_NO_MEMORY;
-    gdte_type_retain(old);
+    obj_retain(old);
     t->child = old;
     t->count = count;
     t->blocklen = blocklength;
@@ -379,56 +482,63 @@ GDTE_API gdte_status_t gdte_type_create_hvector(int64_t count, int64_t blockleng
 }
 
 GDTE_API gdte_status_t gdte_type_create_vector(int64_t count, int64_t blocklength, int64_t stride,
-                                               gdte_type_h old, gdte_type_h *type_p)
+                                               gdte_type_h old_h, gdte_type_h *type_p)
 {
     gdte_status_t st;
-    if ((st = check_old(old)) != GDTE_OK) return st;
+    gdte_tobj_t *old;
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
     int64_t s;
     if (gdte_mul_ovf(stride, gdte_type_extent_(old), &s)) return GDTE_ERR_OVERFLOW;
-    return gdte_type_create_hvector(count, blocklength, s, old, type_p);
+    return gdte_type_create_hvector(count, blocklength, s, old_h, type_p);
 }
 
-GDTE_API gdte_status_t gdte_type_create_contiguous(int64_t count, gdte_type_h old, gdte_type_h *type_p)
+GDTE_API gdte_status_t gdte_type_create_contiguous(int64_t count, gdte_type_h old_h, gdte_type_h *type_p)
 {
     gdte_status_t st;
-    if ((st = check_old(old)) != GDTE_OK) return st;
-    return gdte_type_create_hvector(count, 1, gdte_type_extent_(old), old, type_p);
+    gdte_tobj_t *old;
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
+    return gdte_type_create_hvector(count, 1, gdte_type_extent_(old), old_h, type_p);
 }
 
 /* HINDEXED and STRUCT: one builder. `children` NULL means every block uses `old`. */
 static gdte_status_t create_blocks(gdte_node_kind_t kind, int64_t count, const int64_t *bls, int64_t bl_all,
-                                   const int64_t *displs, int64_t displ_unit, gdte_type_h old,
+                                   const int64_t *displs, int64_t displ_unit, gdte_type_h old_h,
                                    const gdte_type_h *children, gdte_type_h *type_p)
 {
     gdte_status_t st;
+    gdte_tobj_t *old = NULL, *c;
     if (!type_p) return GDTE_ERR_INVALID_ARG;
     if (count < 0) return GDTE_ERR_COUNT;
     if (count > 0 && (!displs || (!bls && bl_all < 0) || (kind == GDTE_NODE_STRUCT && !children)))
         return GDTE_ERR_INVALID_ARG;
-    if (kind != GDTE_NODE_STRUCT && (st = check_old(old)) != GDTE_OK) return st;
+    if (kind != GDTE_NODE_STRUCT && (st = get_old(old_h, &old)) != GDTE_OK) return st;
     if (bl_all < -1) return GDTE_ERR_COUNT;
     for (int64_t i = 0; i < count; i++) {
         if (bls && bls[i] < 0) return GDTE_ERR_COUNT;
-        if (kind == GDTE_NODE_STRUCT && (st = check_old(children[i])) != GDTE_OK) return st;
+        if (kind == GDTE_NODE_STRUCT && (st = get_old(children[i], &c)) != GDTE_OK) return st;
     }
-    struct gdte_type *t = type_new(kind);
+    if (count > 0 && (size_t)count > SIZE_MAX / sizeof(int64_t)) return GDTE_ERR_NO_MEMORY;
+    gdte_tobj_t *t = type_new(kind);
     if (!t) return GDTE_ERR_NO_MEMORY;
     t->count = count;
     size_t n = count > 0 ? (size_t)count : 1;
     t->blocklens = malloc(n * sizeof(int64_t));
     t->displs = malloc(n * sizeof(int64_t));
     if (kind == GDTE_NODE_STRUCT) t->children = calloc(n, sizeof(*t->children));
-    if (!t->blocklens || !t->displs || (kind == GDTE_NODE_STRUCT && !t->children))
+    if (!t->blocklens || !t->displs || (kind == GDTE_NODE_STRUCT && !t->children)) {
+        t->count = 0; /* no children to release */
         return finish(t, GDTE_ERR_NO_MEMORY, type_p);
+    }
     if (kind == GDTE_NODE_STRUCT) {
         t->depth = 0;
         for (int64_t i = 0; i < count; i++) {
-            gdte_type_retain(children[i]);
-            t->children[i] = children[i];
-            if (children[i]->depth + 1 > t->depth) t->depth = children[i]->depth + 1;
+            c = gdte_type_obj(children[i]);
+            obj_retain(c);
+            t->children[i] = c;
+            if (c->depth + 1 > t->depth) t->depth = c->depth + 1;
         }
     } else {
-        gdte_type_retain(old);
+        obj_retain(old);
         t->child = old;
         t->depth = old->depth + 1;
     }
@@ -439,9 +549,10 @@ static gdte_status_t create_blocks(gdte_node_kind_t kind, int64_t count, const i
     sig_blocks_t sb;
     sig_blocks_init(&sb, kind != GDTE_NODE_STRUCT ? old->sig_n : 0);
     for (int64_t i = 0; i < count; i++) {
-        const struct gdte_type *c = kind == GDTE_NODE_STRUCT ? t->children[i] : old;
+        c = kind == GDTE_NODE_STRUCT ? t->children[i] : old;
         int64_t bl = bls ? bls[i] : bl_all, d, sz, sn;
         if (gdte_mul_ovf(displs[i], displ_unit, &d)) return finish(t, GDTE_ERR_OVERFLOW, type_p);
+        if (!bytes_ok(d)) return finish(t, GDTE_ERR_INVALID_ARG, type_p);
         t->blocklens[i] = bl;
         t->displs[i] = d;
         if (gdte_mul_ovf(bl, c->size, &sz) || gdte_add_ovf(t->size, sz, &t->size) ||
@@ -469,14 +580,15 @@ GDTE_API gdte_status_t gdte_type_create_hindexed(int64_t count, const int64_t *b
 }
 
 GDTE_API gdte_status_t gdte_type_create_indexed(int64_t count, const int64_t *blocklengths,
-                                                const int64_t *displacements, gdte_type_h old,
+                                                const int64_t *displacements, gdte_type_h old_h,
                                                 gdte_type_h *type_p)
 {
     gdte_status_t st;
-    if ((st = check_old(old)) != GDTE_OK) return st;
+    gdte_tobj_t *old;
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
     if (count > 0 && !blocklengths) return GDTE_ERR_INVALID_ARG;
     return create_blocks(GDTE_NODE_HINDEXED, count, blocklengths, -1, displacements,
-                         gdte_type_extent_(old), old, NULL, type_p);
+                         gdte_type_extent_(old), old_h, NULL, type_p);
 }
 
 GDTE_API gdte_status_t gdte_type_create_hindexed_block(int64_t count, int64_t blocklength,
@@ -488,14 +600,15 @@ GDTE_API gdte_status_t gdte_type_create_hindexed_block(int64_t count, int64_t bl
 }
 
 GDTE_API gdte_status_t gdte_type_create_indexed_block(int64_t count, int64_t blocklength,
-                                                      const int64_t *displacements, gdte_type_h old,
+                                                      const int64_t *displacements, gdte_type_h old_h,
                                                       gdte_type_h *type_p)
 {
     gdte_status_t st;
-    if ((st = check_old(old)) != GDTE_OK) return st;
+    gdte_tobj_t *old;
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
     if (blocklength < 0) return GDTE_ERR_COUNT;
     return create_blocks(GDTE_NODE_HINDEXED, count, NULL, blocklength, displacements,
-                         gdte_type_extent_(old), old, NULL, type_p);
+                         gdte_type_extent_(old), old_h, NULL, type_p);
 }
 
 GDTE_API gdte_status_t gdte_type_create_struct(int64_t count, const int64_t *blocklengths,
@@ -506,14 +619,16 @@ GDTE_API gdte_status_t gdte_type_create_struct(int64_t count, const int64_t *blo
     return create_blocks(GDTE_NODE_STRUCT, count, blocklengths, -1, displacements, 1, NULL, types, type_p);
 }
 
-GDTE_API gdte_status_t gdte_type_create_resized(gdte_type_h old, int64_t lb, int64_t extent, gdte_type_h *type_p)
+GDTE_API gdte_status_t gdte_type_create_resized(gdte_type_h old_h, int64_t lb, int64_t extent, gdte_type_h *type_p)
 {
     gdte_status_t st;
+    gdte_tobj_t *old;
     if (!type_p) return GDTE_ERR_INVALID_ARG;
-    if ((st = check_old(old)) != GDTE_OK) return st;
-    struct gdte_type *t = type_new(GDTE_NODE_RESIZED);
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
+    if (!bytes_ok(lb) || !bytes_ok(extent)) return GDTE_ERR_INVALID_ARG;
+    gdte_tobj_t *t = type_new(GDTE_NODE_RESIZED);
     if (!t) return GDTE_ERR_NO_MEMORY;
-    gdte_type_retain(old);
+    obj_retain(old);
     t->child = old;
     t->depth = old->depth + 1;
     t->size = old->size;
@@ -528,14 +643,15 @@ GDTE_API gdte_status_t gdte_type_create_resized(gdte_type_h old, int64_t lb, int
     return finish(t, GDTE_OK, type_p);
 }
 
-GDTE_API gdte_status_t gdte_type_dup(gdte_type_h old, gdte_type_h *type_p)
+GDTE_API gdte_status_t gdte_type_dup(gdte_type_h old_h, gdte_type_h *type_p)
 {
     gdte_status_t st;
+    gdte_tobj_t *old;
     if (!type_p) return GDTE_ERR_INVALID_ARG;
-    if ((st = check_old(old)) != GDTE_OK) return st;
-    struct gdte_type *t = type_new(GDTE_NODE_DUP);
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
+    gdte_tobj_t *t = type_new(GDTE_NODE_DUP);
     if (!t) return GDTE_ERR_NO_MEMORY;
-    gdte_type_retain(old);
+    obj_retain(old);
     t->child = old;
     t->depth = old->depth; /* a dup adds no level of description */
     t->size = old->size;
@@ -548,7 +664,8 @@ GDTE_API gdte_status_t gdte_type_dup(gdte_type_h old, gdte_type_h *type_p)
     t->sig_hash = old->sig_hash;
     t->sig_n = old->sig_n;
     st = finish(t, GDTE_OK, type_p);
-    if (st == GDTE_OK && old->committed) gdte_type_commit(*type_p); /* MPI: a dup of a committed type is committed */
+    /* MPI: a dup of a committed type is committed. It shares its child's plan (O(1)). */
+    if (st == GDTE_OK && old->committed) gdte_type_commit(*type_p);
     return st;
 }
 
@@ -571,20 +688,21 @@ static gdte_status_t place_and_resize(gdte_type_h t, int64_t disp, int64_t exten
 }
 
 GDTE_API gdte_status_t gdte_type_create_subarray(int ndims, const int64_t *sizes, const int64_t *subsizes,
-                                                 const int64_t *starts, gdte_order_t order, gdte_type_h old,
+                                                 const int64_t *starts, gdte_order_t order, gdte_type_h old_h,
                                                  gdte_type_h *type_p)
 {
     gdte_status_t st;
+    gdte_tobj_t *old;
     if (!type_p || ndims < 1 || ndims > 64 || !sizes || !subsizes || !starts) return GDTE_ERR_INVALID_ARG;
     if (order != GDTE_ORDER_C && order != GDTE_ORDER_FORTRAN) return GDTE_ERR_INVALID_ARG;
-    if ((st = check_old(old)) != GDTE_OK) return st;
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
     for (int d = 0; d < ndims; d++) {
         if (sizes[d] < 1 || subsizes[d] < 0 || starts[d] < 0) return GDTE_ERR_COUNT;
         if (subsizes[d] > sizes[d] || starts[d] > sizes[d] - subsizes[d]) return GDTE_ERR_INVALID_ARG;
     }
     int64_t stride = gdte_type_extent_(old), disp = 0, tmp;
-    gdte_type_h cur = old, next;
-    gdte_type_retain(old);
+    gdte_type_h cur = old_h, next;
+    obj_retain(old);
     for (int k = 0; k < ndims; k++) {
         int d = order == GDTE_ORDER_C ? ndims - 1 - k : k; /* fastest dimension first */
         st = gdte_type_create_hvector(subsizes[d], 1, stride, cur, &next);
@@ -600,28 +718,73 @@ GDTE_API gdte_status_t gdte_type_create_subarray(int ndims, const int64_t *sizes
     return place_and_resize(cur, disp, stride, type_p);
 }
 
+/* One dimension of a darray: the indices (0..g-1) that process coordinate c of p owns, as
+ * `nfull` blocks of `b` indices `step` apart from index `first`, then `rem` indices more. */
+typedef struct darray_dim {
+    int64_t first, b, nfull, step, rem;
+} darray_dim_t;
+
+static darray_dim_t darray_dim(gdte_distribute_t dist, int64_t g, int64_t p, int64_t c, int64_t darg)
+{
+    darray_dim_t r = {0, 1, 0, 0, 0};
+    if (dist == GDTE_DISTRIBUTE_NONE) {
+        r.b = g;
+        r.nfull = 1;
+        return r;
+    }
+    if (dist == GDTE_DISTRIBUTE_BLOCK) {
+        r.b = darg == GDTE_DISTRIBUTE_DFLT_DARG ? g / p + (g % p != 0) : darg;
+        if (gdte_mul_ovf(c, r.b, &r.first) || r.first >= g) return (darray_dim_t){0, 1, 0, 0, 0};
+        if (r.b > g - r.first) r.b = g - r.first;
+        r.nfull = 1;
+        return r;
+    }
+    /* CYCLIC, as MPI defines it: blocks of b, dealt round-robin; the last may be short. */
+    r.b = darg == GDTE_DISTRIBUTE_DFLT_DARG ? 1 : darg;
+    if (gdte_mul_ovf(c, r.b, &r.first) || r.first >= g) return (darray_dim_t){0, 1, 0, 0, 0};
+    int64_t avail = g - r.first, left;
+    if (gdte_mul_ovf(r.b, p, &r.step) || r.step > avail) { /* one block at most */
+        r.nfull = 0;
+        left = avail;
+    } else {
+        r.nfull = avail / r.step;
+        left = avail % r.step;
+    }
+    if (left >= r.b) r.nfull++;
+    else r.rem = left;
+    return r;
+}
+
 GDTE_API gdte_status_t gdte_type_create_darray(int size, int rank, int ndims, const int64_t *gsizes,
                                                const gdte_distribute_t *distribs, const int64_t *dargs,
-                                               const int64_t *psizes, gdte_order_t order, gdte_type_h old,
+                                               const int64_t *psizes, gdte_order_t order, gdte_type_h old_h,
                                                gdte_type_h *type_p)
 {
     gdte_status_t st;
+    gdte_tobj_t *old;
     if (!type_p || ndims < 1 || ndims > 64 || !gsizes || !distribs || !dargs || !psizes) return GDTE_ERR_INVALID_ARG;
     if (size < 1 || rank < 0 || rank >= size) return GDTE_ERR_INVALID_ARG;
     if (order != GDTE_ORDER_C && order != GDTE_ORDER_FORTRAN) return GDTE_ERR_INVALID_ARG;
-    if ((st = check_old(old)) != GDTE_OK) return st;
-    int64_t nprocs = 1;
+    if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
+    /* Every argument is checked before anything is built. Once the whole array's extent
+     * (old's extent times every gsize) fits, no offset inside it can overflow. */
+    int64_t nprocs = 1, array_extent = gdte_type_extent_(old), cover;
     for (int d = 0; d < ndims; d++) {
         if (gsizes[d] < 1 || psizes[d] < 1) return GDTE_ERR_INVALID_ARG;
-        if (distribs[d] == GDTE_DISTRIBUTE_NONE && psizes[d] != 1) return GDTE_ERR_INVALID_ARG;
         if (distribs[d] != GDTE_DISTRIBUTE_NONE && distribs[d] != GDTE_DISTRIBUTE_BLOCK &&
             distribs[d] != GDTE_DISTRIBUTE_CYCLIC)
             return GDTE_ERR_INVALID_ARG;
+        if (distribs[d] == GDTE_DISTRIBUTE_NONE && psizes[d] != 1) return GDTE_ERR_INVALID_ARG;
         if (dargs[d] != GDTE_DISTRIBUTE_DFLT_DARG && dargs[d] < 1) return GDTE_ERR_INVALID_ARG;
+        /* The process grid must have `size` processes: a product past `size` is wrong before it
+         * can overflow. */
+        if (psizes[d] > size / nprocs) return GDTE_ERR_INVALID_ARG;
+        nprocs *= psizes[d];
+        /* MPI: blocks of darg must cover the dimension (a product past 2^63 covers it). */
         if (distribs[d] == GDTE_DISTRIBUTE_BLOCK && dargs[d] != GDTE_DISTRIBUTE_DFLT_DARG &&
-            dargs[d] * psizes[d] < gsizes[d])
+            !gdte_mul_ovf(dargs[d], psizes[d], &cover) && cover < gsizes[d])
             return GDTE_ERR_INVALID_ARG;
-        if (gdte_mul_ovf(nprocs, psizes[d], &nprocs)) return GDTE_ERR_OVERFLOW;
+        if (gdte_mul_ovf(array_extent, gsizes[d], &array_extent)) return GDTE_ERR_OVERFLOW;
     }
     if (nprocs != size) return GDTE_ERR_INVALID_ARG;
     /* Process coordinates: row-major over psizes, whatever the array order (MPI). */
@@ -630,71 +793,88 @@ GDTE_API gdte_status_t gdte_type_create_darray(int size, int rank, int ndims, co
         coord[d] = r % psizes[d];
         r /= psizes[d];
     }
+    /* Per dimension, fastest first: each index `stride` bytes apart, the owned indices as one
+     * hvector of full blocks plus the short last block (a struct of at most two members), so
+     * the description is as large as the arguments, never as the number of blocks. */
     int64_t stride = gdte_type_extent_(old);
-    gdte_type_h cur = old, next, sized;
-    gdte_type_retain(old);
+    gdte_type_h cur = old_h, next = NULL, sized, vec = NULL;
+    obj_retain(old);
     for (int k = 0; k < ndims; k++) {
         int d = order == GDTE_ORDER_C ? ndims - 1 - k : k;
-        int64_t g = gsizes[d], p = psizes[d], c = coord[d], b, step, nblk = 0;
-        if (distribs[d] == GDTE_DISTRIBUTE_NONE) {
-            b = g;
-            step = g;
-        } else if (distribs[d] == GDTE_DISTRIBUTE_BLOCK) {
-            b = dargs[d] == GDTE_DISTRIBUTE_DFLT_DARG ? (g + p - 1) / p : dargs[d];
-            step = g + 1; /* one block only */
-        } else {
-            b = dargs[d] == GDTE_DISTRIBUTE_DFLT_DARG ? 1 : dargs[d];
-            if (gdte_mul_ovf(b, p, &step)) { gdte_type_release(cur); return GDTE_ERR_OVERFLOW; }
-        }
-        int64_t first = distribs[d] == GDTE_DISTRIBUTE_NONE ? 0 : c * b;
-        for (int64_t s = first; s < g; s += step) nblk++;
-        int64_t *lens = malloc((size_t)(nblk ? nblk : 1) * sizeof(int64_t));
-        int64_t *disps = malloc((size_t)(nblk ? nblk : 1) * sizeof(int64_t));
-        if (!lens || !disps) { free(lens); free(disps); gdte_type_release(cur); return GDTE_ERR_NO_MEMORY; }
-        int64_t i = 0;
-        for (int64_t s = first; s < g; s += step, i++) {
-            lens[i] = g - s < b ? g - s : b;
-            disps[i] = s * stride; /* stride * g fits: checked below for the whole array */
-        }
-        /* Each index of this dimension is `stride` bytes apart: give the child that extent. */
+        darray_dim_t dd = darray_dim(distribs[d], gsizes[d], psizes[d], coord[d], dargs[d]);
         st = gdte_type_create_resized(cur, 0, stride, &sized);
         gdte_type_release(cur);
-        if (st == GDTE_OK) {
-            st = gdte_type_create_hindexed(nblk, lens, disps, sized, &next);
-            gdte_type_release(sized);
+        if (st != GDTE_OK) return st;
+        /* Offsets below are of owned indices (< gsizes[d]): they fit in the array's extent. */
+        int64_t bl[2], disp[2], n = 0;
+        gdte_type_h member[2];
+        if (dd.nfull > 0) {
+            st = dd.nfull == 1 ? gdte_type_create_contiguous(dd.b, sized, &vec)
+                               : gdte_type_create_hvector(dd.nfull, dd.b, dd.step * stride, sized, &vec);
+            if (st != GDTE_OK) {
+                gdte_type_release(sized);
+                return st;
+            }
+            member[n] = vec;
+            bl[n] = 1;
+            disp[n++] = dd.first * stride;
         }
-        free(lens);
-        free(disps);
+        if (dd.rem > 0) {
+            member[n] = sized;
+            bl[n] = dd.rem;
+            disp[n++] = (dd.first + dd.nfull * dd.step) * stride;
+        }
+        st = gdte_type_create_struct(n, bl, disp, member, &next);
+        if (dd.nfull > 0) gdte_type_release(vec);
+        gdte_type_release(sized);
         if (st != GDTE_OK) return st;
         cur = next;
-        if (gdte_mul_ovf(stride, g, &stride)) { gdte_type_release(cur); return GDTE_ERR_OVERFLOW; }
+        stride *= gsizes[d]; /* fits: array_extent did */
     }
     return place_and_resize(cur, 0, stride, type_p);
 }
 
 /* ---------------------------------------------------------------------------------------- */
 static pthread_mutex_t commit_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int64_t commit_walked; /* dups walked by commits (gdte_engine_nodes_visited) */
 
-static gdte_status_t commit_locked(struct gdte_type *t)
+int64_t gdte_engine_nodes_visited(void) { return commit_walked + gdte_ir_nodes_visited(); }
+
+/* Commit with commit_lock held. A dup has its child's type map, so a chain of dups shares the
+ * plan of the first non-dup below it: committing one caches the plan on every dup between
+ * it and that node (and on the node), so committing any of them later is O(1), and a chain
+ * of n dups costs O(n) in all, however it is committed. */
+static gdte_status_t commit_locked(gdte_tobj_t *t)
 {
     if (t->committed) return GDTE_OK;
-    gdte_ir_t ir;
-    gdte_status_t st = gdte_ir_build(t, &ir);
-    if (st != GDTE_OK) return st;
-    st = gdte_plan_build(&ir, gdte_knob(GDTE_KNOB_DEV_UNIT), &t->plan);
-    gdte_ir_free(&ir);
-    if (st != GDTE_OK) return st;
+    if (!t->plan) {
+        gdte_tobj_t *base = t;
+        while (base->kind == GDTE_NODE_DUP && !base->plan) base = base->child;
+        if (!base->plan) {
+            gdte_ir_t ir;
+            gdte_status_t st = gdte_ir_build(base, &ir);
+            if (st != GDTE_OK) return st;
+            st = gdte_plan_build(&ir, gdte_knob(GDTE_KNOB_DEV_UNIT), &base->plan);
+            gdte_ir_free(&ir);
+            if (st != GDTE_OK) return st;
+        }
+        for (gdte_tobj_t *x = t; x != base; x = x->child) {
+            atomic_fetch_add(&base->plan->refs, 1);
+            x->plan = base->plan;
+            commit_walked++;
+        }
+    }
     t->committed = 1;
     return GDTE_OK;
 }
 
 GDTE_API gdte_status_t gdte_type_commit(gdte_type_h type)
 {
-    gdte_status_t st = gdte_type_check(type);
-    if (st != GDTE_OK) return st;
-    if (type->committed) return GDTE_OK;
+    gdte_tobj_t *t = user_obj(type);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
+    if (t->committed) return GDTE_OK;
     pthread_mutex_lock(&commit_lock);
-    st = commit_locked(type);
+    gdte_status_t st = commit_locked(t);
     pthread_mutex_unlock(&commit_lock);
     if (st != GDTE_OK) gdte_warn("type commit failed: %s", gdte_status_string(st));
     return st;
@@ -703,24 +883,16 @@ GDTE_API gdte_status_t gdte_type_commit(gdte_type_h type)
 GDTE_API gdte_status_t gdte_type_free(gdte_type_h *type_p)
 {
     if (!type_p) return GDTE_ERR_INVALID_ARG;
-    gdte_type_h t = *type_p;
+    gdte_tobj_t *t = gdte_type_obj(*type_p);
     if (!t) return GDTE_ERR_INVALID_TYPE;
-    if (is_predefined(t)) {
+    if (t->predefined) {
         *type_p = NULL;
         return GDTE_OK;
     }
-    pthread_mutex_lock(&registry_lock);
-    struct gdte_type *found;
-    HASH_FIND_PTR(registry, &t, found);
-    int ok = found && !found->user_freed;
-    if (ok) {
-        found->user_freed = 1;
-        atomic_fetch_add_explicit(&registry_gen, 1, memory_order_release);
-    }
-    pthread_mutex_unlock(&registry_lock);
-    if (!ok) return GDTE_ERR_INVALID_TYPE;
+    int was_live = 0;
+    if (!atomic_compare_exchange_strong(&t->user_freed, &was_live, 1)) return GDTE_ERR_INVALID_TYPE;
     *type_p = NULL;
-    gdte_type_release(t);
+    obj_release(t);
     return GDTE_OK;
 }
 
@@ -729,10 +901,10 @@ GDTE_API gdte_status_t gdte_type_free(gdte_type_h *type_p)
  * those; gdte_type_free only for the caller's own handle. Constructors above that build
  * temporaries use gdte_type_free on handles they created themselves. */
 
-GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h t, gdte_type_info_t *info_p)
+GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h h, gdte_type_info_t *info_p)
 {
-    gdte_status_t st = gdte_type_check(t);
-    if (st != GDTE_OK) return st;
+    gdte_tobj_t *t = user_obj(h);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!info_p) return GDTE_ERR_INVALID_ARG;
     gdte_type_info_t in;
     memset(&in, 0, sizeof in);
@@ -755,7 +927,8 @@ GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h t, gdte_type_info_t *info_
                            (p->kind == GDTE_LAYOUT_KIND_EMPTY && in.extent == 0);
     } else {
         gdte_ir_t ir;
-        if ((st = gdte_ir_build(t, &ir)) != GDTE_OK) return st;
+        gdte_status_t st = gdte_ir_build(t, &ir);
+        if (st != GDTE_OK) return st;
         in.num_blocks = gdte_ir_nblocks(&ir);
         in.is_contiguous = (ir.nsegs == 1 && ir.nouter == 0 && ir.segs[0].nd == 0 && ir.segs[0].disp == 0 &&
                             in.extent == t->size) || (ir.nsegs == 0 && in.extent == 0);
@@ -765,18 +938,18 @@ GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h t, gdte_type_info_t *info_
     return GDTE_OK;
 }
 
-gdte_status_t gdte_type_bounds(gdte_type_h t, gdte_bounds_t *b)
+gdte_status_t gdte_type_bounds(gdte_type_h h, gdte_bounds_t *b)
 {
-    gdte_status_t st = gdte_type_check(t);
-    if (st != GDTE_OK) return st;
+    gdte_tobj_t *t = user_obj(h);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
     *b = (gdte_bounds_t){t->size, t->lb, t->ub - t->lb, t->true_lb, t->true_ub - t->true_lb};
     return GDTE_OK;
 }
 
-GDTE_API gdte_status_t gdte_type_pack_size(int64_t count, gdte_type_h t, int64_t *size_p)
+GDTE_API gdte_status_t gdte_type_pack_size(int64_t count, gdte_type_h h, int64_t *size_p)
 {
-    gdte_status_t st = gdte_type_check(t);
-    if (st != GDTE_OK) return st;
+    gdte_tobj_t *t = user_obj(h);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!size_p) return GDTE_ERR_INVALID_ARG;
     if (count < 0) return GDTE_ERR_COUNT;
     int64_t s;
@@ -785,10 +958,10 @@ GDTE_API gdte_status_t gdte_type_pack_size(int64_t count, gdte_type_h t, int64_t
     return GDTE_OK;
 }
 
-GDTE_API gdte_status_t gdte_type_signature(int64_t count, gdte_type_h t, uint64_t *hash_p, int64_t *nelems_p)
+GDTE_API gdte_status_t gdte_type_signature(int64_t count, gdte_type_h h, uint64_t *hash_p, int64_t *nelems_p)
 {
-    gdte_status_t st = gdte_type_check(t);
-    if (st != GDTE_OK) return st;
+    gdte_tobj_t *t = user_obj(h);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
     if (count < 0) return GDTE_ERR_COUNT;
     int64_t n;
     if (gdte_mul_ovf(count, t->sig_n, &n)) return GDTE_ERR_OVERFLOW;
@@ -797,10 +970,10 @@ GDTE_API gdte_status_t gdte_type_signature(int64_t count, gdte_type_h t, uint64_
     return GDTE_OK;
 }
 
-GDTE_API gdte_status_t gdte_type_describe(gdte_type_h t, char *buf, size_t len)
+GDTE_API gdte_status_t gdte_type_describe(gdte_type_h h, char *buf, size_t len)
 {
-    gdte_status_t st = gdte_type_check(t);
-    if (st != GDTE_OK) return st;
+    gdte_tobj_t *t = user_obj(h);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!buf || !len) return GDTE_ERR_INVALID_ARG;
     if (!t->committed) {
         snprintf(buf, len, "uncommitted (size %lld, extent %lld)", (long long)t->size, (long long)(t->ub - t->lb));
@@ -810,18 +983,34 @@ GDTE_API gdte_status_t gdte_type_describe(gdte_type_h t, char *buf, size_t len)
     return GDTE_OK;
 }
 
-void *gdte_type_backend_slot(gdte_type_h t) { return t->backend_slot; }
-
-void gdte_type_set_backend_slot(gdte_type_h t, void *slot, void (*free_fn)(void *))
+/* The calls below serve other layers, which may hold a type after the user freed its handle
+ * (operations in flight): they resolve without the user_freed check. */
+void *gdte_type_backend_slot(gdte_type_h h)
 {
+    gdte_tobj_t *t = gdte_type_obj(h);
+    return t ? t->backend_slot : NULL;
+}
+
+void gdte_type_set_backend_slot(gdte_type_h h, void *slot, void (*free_fn)(void *))
+{
+    gdte_tobj_t *t = gdte_type_obj(h);
+    if (!t) return;
     t->backend_slot = slot;
     t->backend_free = free_fn;
 }
 
-uint64_t gdte_type_uid(gdte_type_h t) { return t->uid; }
-
-gdte_status_t gdte_engine_units(gdte_type_h t, const gdte_unit_t **units_p, int64_t *nunits_p)
+uint64_t gdte_type_uid(gdte_type_h h)
 {
+    gdte_tobj_t *t = gdte_type_obj(h);
+    return t ? t->uid : 0;
+}
+
+int64_t gdte_engine_live_types(void) { return live_types; }
+
+gdte_status_t gdte_engine_units(gdte_type_h h, const gdte_unit_t **units_p, int64_t *nunits_p)
+{
+    gdte_tobj_t *t = gdte_type_obj(h);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!t->committed) return GDTE_ERR_NOT_COMMITTED;
     *units_p = t->plan->units;
     *nunits_p = t->plan->nunits;

@@ -1,9 +1,15 @@
-/* Internal representation of a datatype: a constructor tree, reference counted. */
+/* Internal representation of a datatype: a constructor tree of reference-counted objects.
+ *
+ * Handles are not object addresses. A gdte_type_h is an opaque, pointer-sized value holding a
+ * registry slot index and that slot's generation (type.c); the generation changes when the
+ * object in the slot is destroyed, so a stale handle stays an error even when the slot, or
+ * the object's memory, is reused. `struct gdte_type` is never defined: a handle cannot be
+ * dereferenced by mistake. Inside the engine, objects link to each other by address
+ * (gdte_tobj_t *), and every call that receives a handle resolves it first. */
 #ifndef GDTE_TYPE_INTERNAL_H
 #define GDTE_TYPE_INTERNAL_H
 
 #include <stdatomic.h>
-#include <uthash.h>
 #include "engine.h"
 
 #define GDTE_TYPE_MAGIC 0x67647465u /* "gdte" */
@@ -19,14 +25,16 @@ typedef enum {
 
 struct gdte_plan;
 
-struct gdte_type {
+typedef struct gdte_tobj gdte_tobj_t;
+struct gdte_tobj {
     uint32_t magic;
     int predefined;
     _Atomic int64_t refcount; /* user handle + parents + operations in flight */
-    int user_freed;
+    _Atomic int user_freed;
     uint64_t uid;
+    gdte_type_h handle;       /* the handle that names this object */
     gdte_node_kind_t kind;
-    int depth;
+    int depth;                /* nesting levels below (a dup adds none); <= GDTE_MAX_TYPE_DEPTH */
 
     /* Type map summary */
     int64_t size;
@@ -35,7 +43,8 @@ struct gdte_type {
     /* MPI's bounds rules: lb/ub come from explicit markers (set by resized, inherited by
      * every type built over one) when there are any; otherwise from the data, with ub padded
      * so that the extent is a multiple of `align`, the largest alignment of the basic
-     * elements (the standard's epsilon). */
+     * elements (the standard's epsilon). Every bound and extent is a checked int64 greater
+     * than INT64_MIN, so its negation never overflows. */
     int markers;
     int32_t align;
     uint64_t sig_hash;        /* signature of one element (see sig_* in type.c) */
@@ -48,20 +57,32 @@ struct gdte_type {
     int64_t stride;           /* HVECTOR, bytes */
     int64_t *blocklens;       /* HINDEXED, STRUCT */
     int64_t *displs;          /* HINDEXED, STRUCT: bytes */
-    struct gdte_type **children; /* STRUCT */
-    struct gdte_type *child;  /* HVECTOR, HINDEXED, RESIZED, DUP */
+    gdte_tobj_t **children;   /* STRUCT */
+    gdte_tobj_t *child;       /* HVECTOR, HINDEXED, RESIZED, DUP */
 
-    /* Commit */
+    /* Commit. `plan` may be set before `committed`: a dup chain shares one plan (refcounted),
+     * cached on the dups below a committed one so that committing each costs O(1). */
     int committed;
     struct gdte_plan *plan;
     void *backend_slot;
     void (*backend_free)(void *);
 
-    struct gdte_type *self; /* registry key */
-    UT_hash_handle hh;      /* registry of live handles */
+    gdte_tobj_t *next_dead;   /* type_destroy's work list: no recursion over a long chain */
 };
 
-static inline int64_t gdte_type_extent_(const struct gdte_type *t) { return t->ub - t->lb; }
+/* A handle's value: (generation << GDTE_HANDLE_SLOT_BITS) | registry slot. */
+#define GDTE_HANDLE_SLOT_BITS 28
+static inline uint64_t gdte_handle_slot(gdte_type_h h)
+{
+    return (uint64_t)(uintptr_t)h & ((UINT64_C(1) << GDTE_HANDLE_SLOT_BITS) - 1);
+}
+static inline uint64_t gdte_handle_gen(gdte_type_h h) { return (uint64_t)(uintptr_t)h >> GDTE_HANDLE_SLOT_BITS; }
+
+/* The object a handle names, or NULL for a NULL, stale or foreign handle (a handle freed by
+ * the user still resolves while internal references keep its object alive). */
+gdte_tobj_t *gdte_type_obj(gdte_type_h type);
+
+static inline int64_t gdte_type_extent_(const gdte_tobj_t *t) { return t->ub - t->lb; }
 
 /* ---- canonical form (canon.c) ---- */
 typedef struct gdte_dim { int64_t count, stride; } gdte_dim_t;
@@ -82,7 +103,9 @@ typedef struct gdte_ir {
     gdte_dim_t *dims;
 } gdte_ir_t;
 
-gdte_status_t gdte_ir_build(const struct gdte_type *t, gdte_ir_t *ir);
+gdte_status_t gdte_ir_build(const gdte_tobj_t *t, gdte_ir_t *ir);
+/* Type nodes visited by gdte_ir_build since the process started (tests count work with it). */
+int64_t gdte_ir_nodes_visited(void);
 void gdte_ir_free(gdte_ir_t *ir);
 int64_t gdte_ir_nblocks(const gdte_ir_t *ir);
 /* Grid simplification shared by the canonical form and layouts (see canon.c). */
@@ -91,6 +114,7 @@ int gdte_grid_normalize(int64_t *blocklen, gdte_dim_t *d, int32_t *nd_p);
 
 /* ---- plans (plan.c) ---- */
 typedef struct gdte_plan {
+    _Atomic int64_t refs; /* types holding this plan (a dup chain shares one) */
     int kind; /* GDTE_LAYOUT_KIND_* */
     int ndims;
     int64_t disp, blocklen;
@@ -105,7 +129,7 @@ typedef struct gdte_plan {
 } gdte_plan_t;
 
 gdte_status_t gdte_plan_build(const gdte_ir_t *ir, int64_t unit_size, gdte_plan_t **plan_p);
-void gdte_plan_free(gdte_plan_t *p);
+void gdte_plan_release(gdte_plan_t *p); /* drops one reference; the last frees */
 int gdte_plan_describe(const gdte_plan_t *p, char *buf, size_t len);
 
 #endif

@@ -1,5 +1,6 @@
-/* MPI datatypes into gdte types: a recursive walk of MPI_Type_get_envelope/get_contents,
- * cached per MPI_Datatype (an attribute for derived types, a small table for named ones). */
+/* MPI datatypes into gdte types: a walk of MPI_Type_get_envelope/get_contents (iterative, on
+ * a heap stack: an MPI type may nest as deep as the MPI allows), cached per MPI_Datatype (an
+ * attribute for derived types, a small table for named ones). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -437,28 +438,55 @@ static int is_predefined(MPI_Datatype dt)
     return MPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) == MPI_SUCCESS && comb_predefined(comb);
 }
 
-static gdte_status_t build_derived(MPI_Datatype dt, int ni, int na, int nd, int comb, gdte_type_h *t_p)
+/* A derived type being imported: its contents, and the gdte types of its children imported
+ * so far (G[0..next)). */
+typedef struct frame {
+    MPI_Datatype dt;
+    int ni, na, nd, comb;
+    int *I;
+    MPI_Aint *A;
+    MPI_Datatype *D;
+    gdte_type_h *G;
+    int next;
+    int got; /* D holds handles from MPI_Type_get_contents (freed with the frame) */
+} frame_t;
+
+static void frame_free(frame_t *f)
+{
+    for (int i = 0; i < f->nd; i++)
+        if (f->G && f->G[i]) gdte_type_release(f->G[i]);
+    if (f->got)
+        for (int i = 0; i < f->nd; i++)
+            if (!is_predefined(f->D[i])) MPI_Type_free(&f->D[i]);
+    free(f->I);
+    free(f->A);
+    free(f->D);
+    free(f->G);
+}
+
+static gdte_status_t frame_open(frame_t *f, MPI_Datatype dt, int ni, int na, int nd, int comb)
+{
+    *f = (frame_t){.dt = dt, .ni = ni, .na = na, .nd = nd, .comb = comb};
+    f->I = malloc((size_t)(ni ? ni : 1) * sizeof *f->I);
+    f->A = malloc((size_t)(na ? na : 1) * sizeof *f->A);
+    f->D = malloc((size_t)(nd ? nd : 1) * sizeof *f->D);
+    f->G = calloc((size_t)(nd ? nd : 1), sizeof *f->G);
+    if (!f->I || !f->A || !f->D || !f->G) return GDTE_ERR_NO_MEMORY;
+    if (MPI_Type_get_contents(dt, ni, na, nd, f->I, f->A, f->D) != MPI_SUCCESS) return GDTE_ERR_INTERNAL;
+    f->got = 1;
+    return GDTE_OK;
+}
+
+/* The gdte type of a frame whose children are all imported (a new reference). */
+static gdte_status_t build_derived(const frame_t *f, gdte_type_h *t_p)
 {
     gdte_status_t st = GDTE_OK;
-    int *I = malloc((size_t)(ni ? ni : 1) * sizeof *I);
-    MPI_Aint *A = malloc((size_t)(na ? na : 1) * sizeof *A);
-    MPI_Datatype *D = malloc((size_t)(nd ? nd : 1) * sizeof *D);
-    gdte_type_h *G = calloc((size_t)(nd ? nd : 1), sizeof *G);
+    const int *I = f->I, comb = f->comb;
+    const MPI_Aint *A = f->A;
+    gdte_type_h *G = f->G;
     int64_t *x = NULL, *y = NULL; /* int64 copies of count-long arrays */
     gdte_type_h t = NULL;
-    int got = 0;
-    if (!I || !A || !D || !G) {
-        st = GDTE_ERR_NO_MEMORY;
-        goto out;
-    }
-    if (MPI_Type_get_contents(dt, ni, na, nd, I, A, D) != MPI_SUCCESS) {
-        st = GDTE_ERR_INTERNAL;
-        goto out;
-    }
-    got = 1;
-    for (int i = 0; i < nd; i++)
-        if ((st = import_rec(D[i], &G[i])) != GDTE_OK) goto out;
-    size_t cnt = ni > 0 && I[0] > 0 ? (size_t)I[0] : 1;
+    size_t cnt = f->ni > 0 && I[0] > 0 ? (size_t)I[0] : 1;
     switch (comb) {
     case MPI_COMBINER_DUP:
         /* Same type map: share the child's gdte type. */
@@ -534,18 +562,8 @@ static gdte_status_t build_derived(MPI_Datatype dt, int ni, int na, int nd, int 
     }
     if (st == GDTE_OK && comb != MPI_COMBINER_DUP) {
         stat_builds++;
-        st = conform(dt, &t);
+        st = conform(f->dt, &t);
     }
-out:
-    for (int i = 0; i < nd; i++)
-        if (G && G[i]) gdte_type_release(G[i]);
-    if (got)
-        for (int i = 0; i < nd; i++)
-            if (!is_predefined(D[i])) MPI_Type_free(&D[i]);
-    free(I);
-    free(A);
-    free(D);
-    free(G);
     free(x);
     free(y);
     if (st != GDTE_OK) {
@@ -556,21 +574,38 @@ out:
     return GDTE_OK;
 }
 
-/* The gdte type of `dt` as a new reference, from a cache or built (and cached); lock held. */
-static gdte_status_t import_rec(MPI_Datatype dt, gdte_type_h *t_p)
+/* Cache `t` (one reference moves into the attribute) on the derived type `dt`. */
+static gdte_status_t cache_derived(MPI_Datatype dt, gdte_type_h t)
+{
+    import_entry_t *e = malloc(sizeof *e);
+    if (!e) return GDTE_ERR_NO_MEMORY;
+    e->type = t;
+    atomic_init(&e->committed, 0);
+    if (MPI_Type_set_attr(dt, type_keyval, e) != MPI_SUCCESS) {
+        free(e);
+        return GDTE_ERR_INTERNAL;
+    }
+    return GDTE_OK;
+}
+
+/* The gdte type of `dt` if it needs no walk (a named type, built here if new, or a derived
+ * type imported before): *t_p is a new reference. Otherwise *t_p = NULL and the envelope is
+ * returned for the walk. */
+static gdte_status_t import_cached(MPI_Datatype dt, gdte_type_h *t_p, int *ni, int *na, int *nd, int *comb)
 {
     gdte_status_t st;
     gdte_type_h t = named_find(dt);
+    *t_p = NULL;
     if (t) {
         gdte_type_retain(t);
         *t_p = t;
         return GDTE_OK;
     }
-    int ni, na, nd, comb, flag = 0;
-    if (MPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS) return GDTE_ERR_INVALID_TYPE;
-    if (comb_predefined(comb)) {
+    int flag = 0;
+    if (MPI_Type_get_envelope(dt, ni, na, nd, comb) != MPI_SUCCESS) return GDTE_ERR_INVALID_TYPE;
+    if (comb_predefined(*comb)) {
         /* committed before it is published: the hit path hands table entries out as they are */
-        if ((st = build_named(dt, comb, &t)) != GDTE_OK) return st;
+        if ((st = build_named(dt, *comb, &t)) != GDTE_OK) return st;
         if ((st = gdte_type_commit(t)) != GDTE_OK || (st = named_insert(dt, t)) != GDTE_OK) {
             gdte_type_release(t);
             return st;
@@ -583,24 +618,83 @@ static gdte_status_t import_rec(MPI_Datatype dt, gdte_type_h *t_p)
     if (MPI_Type_get_attr(dt, type_keyval, &e, &flag) == MPI_SUCCESS && flag && e) {
         gdte_type_retain(e->type);
         *t_p = e->type;
-        return GDTE_OK;
     }
-    if ((st = build_derived(dt, ni, na, nd, comb, &t)) != GDTE_OK) return st;
-    e = malloc(sizeof *e);
-    if (!e) {
-        gdte_type_release(t);
-        return GDTE_ERR_NO_MEMORY;
-    }
-    e->type = t;
-    atomic_init(&e->committed, 0);
-    if (MPI_Type_set_attr(dt, type_keyval, e) != MPI_SUCCESS) {
-        free(e);
-        gdte_type_release(t);
-        return GDTE_ERR_INTERNAL;
-    }
-    gdte_type_retain(t);
-    *t_p = t;
     return GDTE_OK;
+}
+
+static void log_depth_once(void)
+{
+    static _Atomic int logged;
+    if (!atomic_exchange(&logged, 1))
+        gdte_error("MPI import: datatype nested deeper than GDTE_MAX_TYPE_DEPTH (%d levels): not imported",
+                   GDTE_MAX_TYPE_DEPTH);
+}
+
+/* The gdte type of `dt` as a new reference, from a cache or built (and cached); lock held.
+ * Post-order over the contents, on a heap stack of frames (one per derived type being built,
+ * at most GDTE_MAX_TYPE_DEPTH), so no MPI type can exhaust the C stack. */
+static gdte_status_t import_rec(MPI_Datatype dt, gdte_type_h *t_p)
+{
+    int ni, na, nd, comb;
+    gdte_type_h t;
+    gdte_status_t st = import_cached(dt, &t, &ni, &na, &nd, &comb);
+    if (st != GDTE_OK || t) {
+        *t_p = t;
+        return st;
+    }
+    frame_t *stack = NULL;
+    int64_t n = 0, cap = 0;
+    for (;;) {
+        /* here: `dt` (envelope ni, na, nd, comb) needs a frame */
+        if (n >= GDTE_MAX_TYPE_DEPTH) {
+            log_depth_once();
+            st = GDTE_ERR_UNSUPPORTED;
+            goto fail;
+        }
+        if (n == cap) {
+            int64_t ncap = cap ? 2 * cap : 64;
+            frame_t *ns = realloc(stack, (size_t)ncap * sizeof *ns);
+            if (!ns) {
+                st = GDTE_ERR_NO_MEMORY;
+                goto fail;
+            }
+            stack = ns;
+            cap = ncap;
+        }
+        st = frame_open(&stack[n++], dt, ni, na, nd, comb);
+        if (st != GDTE_OK) goto fail;
+        /* Import children until one needs a frame of its own, or the top frame is complete. */
+        for (;;) {
+            frame_t *f = &stack[n - 1];
+            if (f->next < f->nd) {
+                dt = f->D[f->next];
+                if ((st = import_cached(dt, &t, &ni, &na, &nd, &comb)) != GDTE_OK) goto fail;
+                if (!t) break; /* descend */
+                f->G[f->next++] = t;
+                continue;
+            }
+            st = build_derived(f, &t);
+            MPI_Datatype built = f->dt;
+            frame_free(f);
+            n--;
+            if (st != GDTE_OK) goto fail;
+            if ((st = cache_derived(built, t)) != GDTE_OK) {
+                gdte_type_release(t);
+                goto fail;
+            }
+            gdte_type_retain(t); /* the attribute holds one reference, the parent or caller another */
+            if (n == 0) {
+                free(stack);
+                *t_p = t;
+                return GDTE_OK;
+            }
+            stack[n - 1].G[stack[n - 1].next++] = t;
+        }
+    }
+fail:
+    while (n > 0) frame_free(&stack[--n]);
+    free(stack);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------- */
