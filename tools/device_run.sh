@@ -20,7 +20,7 @@ OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 BUILD=${DEVICE_BUILD_DIR:-build-device}
 JOBS=${DEVICE_JOBS:-$(nproc)}
-DEFAULT_SECTIONS="build gpu_tests sanitizers bench_pack"
+DEFAULT_SECTIONS="build gpu_tests sanitizers bench_memquery bench_pack"
 SECTIONS=${DEVICE_SECTIONS:-$DEFAULT_SECTIONS}
 export GDTETEST_COMMIT=${GDTETEST_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 SUMMARY="$OUT/summary.txt"
@@ -75,6 +75,15 @@ section_sanitizers() {
     done
   done
   unset GDTETEST_ITERS GDTETEST_UNDER_SANITIZER
+}
+
+section_bench_memquery() {
+  [ "$BUILD_OK" = 1 ] || { record bench_memquery skip "no build"; return; }
+  local log="$OUT/bench_memquery.log"
+  "$BUILD/bench/memquery/memquery_bench" "$OUT/memquery.csv" >"$log" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] && record bench_memquery ok "memquery.csv" || record bench_memquery FAIL "rc=$rc"
+  sed 's/^ */  /' "$log" | tee -a "$SUMMARY"
 }
 
 section_bench_pack() {
@@ -342,6 +351,46 @@ section_mpi() {
     if [ $rc -eq 0 ] && grep -Eq "transpose ping-pong +device memory .* yes" "$log"; then record demo_1gpu ok "2 ranks on one GPU, verified"
     else record demo_1gpu FAIL "rc=$rc, see demo_1gpu.log"; fi
   fi
+}
+
+# The random nested-type MPI program (tests/mpi/random_test) on cudaMalloc buffers through the
+# interposer, every pairing of host and device buffers: DEVICE_MPI_RANDOM_CASES cases (default
+# 8000: about 2000 per pairing), two seeds, the second with small fragments.
+section_mpi_random() {
+  mpi_build || return
+  local log="$OUT/mpi_random.log" rc
+  : >"$log"
+  local pre="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" cases=${DEVICE_MPI_RANDOM_CASES:-8000}
+  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
+    -x LD_PRELOAD="$pre" "$MPI_BUILD/tests/mpi/random_test" --cases "$cases" --seed 0x7e57 >>"$log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && record mpi_random ok "$(grep -m1 '^random_test: seed' "$log" | cut -c1-140)" ||
+    { record mpi_random FAIL "rc=$rc"; grep -m8 "FAIL" "$log" | tee -a "$SUMMARY"; }
+  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
+    -x GDTE_FRAG_SIZE=8192 -x GDTE_PIPELINE_DEPTH=2 -x GDTE_ZERO_COPY=off -x LD_PRELOAD="$pre" \
+    "$MPI_BUILD/tests/mpi/random_test" --cases $((cases / 4)) --seed 0xf4a6 >>"$log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && record mpi_random_frags ok "$(grep '^random_test: seed' "$log" | tail -1 | cut -c1-140)" ||
+    { record mpi_random_frags FAIL "rc=$rc"; grep "FAIL" "$log" | head -8 | tee -a "$SUMMARY"; }
+}
+
+# The interposer's MPI GPU tests under compute-sanitizer memcheck (each rank under the tool).
+section_mpi_memcheck() {
+  mpi_build || return
+  local cs log="$OUT/mpi_memcheck.log" pre="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" t rc
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  [ -n "$cs" ] || { record mpi_memcheck skip "compute-sanitizer not found"; return; }
+  : >"$log"
+  for t in "random_test --cases ${DEVICE_MEMCHECK_CASES:-150}" regress_test pingpong_test errors_test \
+           wildcard_test finalize_test "halo3d_test 32 3 nonblocking"; do
+    echo "== memcheck $t" >>"$log"
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
+      -x LD_PRELOAD="$pre" "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 \
+      $MPI_BUILD/tests/mpi/$t >>"$log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && record "memcheck:${t%% *}" ok "$(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')" ||
+      record "memcheck:${t%% *}" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')"
+  done
 }
 
 section_bench_halo3d() {

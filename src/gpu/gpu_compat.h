@@ -190,26 +190,28 @@ static inline hipError_t gdte_compat_mem_range(const void *p, void **base_p, siz
 }
 /* The driver's unique id of the allocation holding `p` (CU_POINTER_ATTRIBUTE_BUFFER_ID: never
  * reused within a process; 0: memory the driver does not know), through the runtime's entry
- * point table like the range query above. */
-typedef int (*gdte_compat_cu_attr_fn)(void *data, int attribute, unsigned long long ptr);
+ * point table like the range query above. cuPointerGetAttributes, not the singular call: for
+ * memory the driver does not know it succeeds with id 0, where the singular call fails (a
+ * failing driver call is slow, about 1 us on an H100, and an error to compute-sanitizer). */
+typedef int (*gdte_compat_cu_attrs_fn)(unsigned n, int *attributes, void **data, unsigned long long ptr);
 static inline hipError_t gdte_compat_buffer_id(const void *p, unsigned long long *id_p)
 {
-    static gdte_compat_cu_attr_fn fn;
+    static gdte_compat_cu_attrs_fn fn;
     static int looked;
     if (!looked) {
         void *f = NULL;
         enum cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) ==
+        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000, cudaEnableDefault, &q) ==
                 cudaSuccess &&
             q == cudaDriverEntryPointSuccess)
-            fn = (gdte_compat_cu_attr_fn)f;
+            fn = (gdte_compat_cu_attrs_fn)f;
         looked = 1;
     }
     if (!fn) return cudaErrorNotSupported;
     unsigned long long id = 0;
-    /* 7: CU_POINTER_ATTRIBUTE_BUFFER_ID. Any error means a pointer the driver has no
-     * allocation for: plain host memory, or memory freed since. */
-    if (fn(&id, 7, (unsigned long long)(size_t)p) != 0) id = 0;
+    int attr = 7; /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
+    void *data = &id;
+    if (fn(1, &attr, &data, (unsigned long long)(size_t)p) != 0) id = 0;
     *id_p = id;
     return cudaSuccess;
 }

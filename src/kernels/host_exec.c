@@ -171,7 +171,7 @@ static void strided(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, i
             idx[0] = 0;
         } else {
             int64_t n = bl - r < len ? bl - r : len;
-            MOVE(u + off + r, pk, n);
+            MOVE(u + (off + r), pk, n);
             pk += n;
             len -= n;
             r += n;
@@ -229,9 +229,9 @@ static void units(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, int
     int64_t i = gdte_layout_find_unit(U, nu, q);
     int64_t in = q - U[i].packed;
     if (dir == GDTE_DIR_PACK) {
-        UNITS_WALK(copy_any(pk, u + roff + src, n))
+        UNITS_WALK(copy_any(pk, u + (roff + src), n))
     } else {
-        UNITS_WALK(copy_any(u + roff + src, pk, n))
+        UNITS_WALK(copy_any(u + (roff + src), pk, n))
     }
 }
 
@@ -240,7 +240,7 @@ void gdte_host_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *pa
     char *u = (char *)user, *pk = (char *)packed;
     if (len <= 0) return;
     switch (L->kind) {
-    case GDTE_LAYOUT_KIND_CONTIG: MOVE(u + L->disp + offset, pk, len); break;
+    case GDTE_LAYOUT_KIND_CONTIG: MOVE(u + (L->disp + offset), pk, len); break;
     case GDTE_LAYOUT_KIND_STRIDED: strided(L, dir, u, pk, offset, len); break;
     case GDTE_LAYOUT_KIND_UNITS: units(L, dir, u, pk, offset, len); break;
     default: break;

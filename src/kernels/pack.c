@@ -121,7 +121,7 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
         L.disp -= ti.true_lb;
         first = (const char *)user;
     } else {
-        first = (const char *)user + ti.true_lb;
+        first = (const char *)((uintptr_t)user + (uintptr_t)ti.true_lb);
     }
     if (!user || !packed) return GDTE_ERR_NULL_BUFFER;
 

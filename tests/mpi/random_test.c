@@ -125,7 +125,10 @@ static void gen(int depth, rtype_t *out)
         }
         case 1: {
             int n = (int)rr(1, 5), bl = (int)rr(1, 3), st = (int)rr(bl, bl + 3);
-            if (chance(25)) st = -st;
+            /* Negative strides keep a gap: Open MPI 4.1 packs blocks that are adjacent in
+             * reverse order as one forward block (and reports bounds to match), which gdte's
+             * import refuses as inconsistent rather than follow. */
+            if (chance(25)) st = -(int)rr(bl + 1, bl + 3);
             MPI_Type_vector(n, bl, st, c.t, &t);
             snprintf(d, sizeof d, "vector(%d,%d,%d,%s)", n, bl, st, c.desc);
             break;
@@ -133,7 +136,7 @@ static void gen(int depth, rtype_t *out)
         case 2: {
             int n = (int)rr(1, 4), bl = (int)rr(1, 3);
             MPI_Aint st = bl * ext + rr(0, 24);
-            if (chance(25)) st = -st;
+            if (chance(25)) st = -(bl * ext + rr(1, 24)); /* with a gap, as for vector */
             MPI_Type_create_hvector(n, bl, st, c.t, &t);
             snprintf(d, sizeof d, "hvector(%d,%d,%ld,%s)", n, bl, (long)st, c.desc);
             break;
@@ -324,6 +327,33 @@ static void rbuf_free(rbuf_t *b)
     free(b->host);
 }
 
+/* Does the MPI itself agree with its own bounds for (t, count)? Open MPI 4.1 mis-optimises some
+ * negative-stride layouts (it packs other bytes than its typemap says, or writes outside its
+ * reported true extent): such a case has no oracle and is skipped, identically on both ranks.
+ * The check unpacks an all-ones stream into a zeroed image with wide margins. */
+static int mpi_consistent(MPI_Datatype t, int count, int64_t nbytes)
+{
+    int64_t lo, hi;
+    span(t, count, &lo, &hi);
+    const int64_t M = 1 << 16;
+    size_t len = (size_t)(hi - lo + 2 * M);
+    unsigned char *img = calloc(1, len), *ones = malloc((size_t)nbytes + 1);
+    memset(ones, 0xFF, (size_t)nbytes);
+    int pos = 0;
+    MPI_Unpack(ones, (int)nbytes, &pos, img + M - lo, count, t, MPI_COMM_SELF);
+    int64_t inside = 0, outside = 0;
+    for (size_t i = 0; i < len; i++)
+        if (img[i]) {
+            if ((int64_t)i >= M && (int64_t)i < M + hi - lo) inside++;
+            else outside++;
+        }
+    free(img);
+    free(ones);
+    return outside == 0 && inside == nbytes;
+}
+
+static long n_skipped;
+
 /* ---- one case ---------------------------------------------------------------------------- */
 enum { CALL_SEND_RECV, CALL_ISEND_IRECV_WAIT, CALL_SSEND_IRECV_TEST, CALL_SENDRECV, CALL_PERSISTENT,
        CALL_MPROBE, CALL_WAITANY, CALL_WAITSOME, CALL_COUNT };
@@ -363,6 +393,12 @@ static void run_case(uint64_t seed, int64_t k)
     int sc = (int)rr(1, maxc < 4 ? maxc : 4);
     if (chance(33) && maxc > 8) sc = (int)rr(maxc / 4 > 1 ? maxc / 4 : 1, maxc);
     int64_t nbytes = (int64_t)sc * size;
+    if (!mpi_consistent(st.t, sc, nbytes)) {
+        n_skipped++;
+        free_all();
+        MPI_Barrier(MPI_COMM_WORLD);
+        return;
+    }
 
     /* Receive side: same type, the base type dense or scattered, or truncation. */
     int rcount = sc, trunc = 0;
@@ -370,7 +406,12 @@ static void run_case(uint64_t seed, int64_t k)
     char rdesc[560];
     snprintf(rdesc, sizeof rdesc, "(same)");
     int rk = (int)rr(0, 9);
-    if (rk <= 1 && sc >= 2) {
+    int pair = (int)rr(0, 3), call = (int)rr(0, CALL_COUNT - 1), mode = (int)rr(0, 2);
+    int rdev_ = (pair >> 1) & 1;
+    /* Truncation only into device receives: into a host buffer the MPI alone decides, and Open
+     * MPI 4.1's shared-memory single-copy path writes a longer message past the receive's end
+     * (plain MPI corrupts such a host buffer too). gdte's device receives stage before a guard. */
+    if (rk <= 1 && sc >= 2 && rdev_) {
         trunc = 1;
         rcount = (int)rr(1, sc - 1);
         snprintf(rdesc, sizeof rdesc, "(same, truncated)");
@@ -385,7 +426,6 @@ static void run_case(uint64_t seed, int64_t k)
                      bases[st.base].name);
         }
     }
-    int pair = (int)rr(0, 3), call = (int)rr(0, CALL_COUNT - 1), mode = (int)rr(0, 2);
     int sender = (int)(k % 2), receiver = 1 - sender;
     int sdev = pair & 1, rdev = (pair >> 1) & 1;
     int tag = (int)(k % 30000);
@@ -455,6 +495,8 @@ static void run_case(uint64_t seed, int64_t k)
         default: rc = MPI_Send(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD); break;
         }
         MT_CHECK(rc == MPI_SUCCESS, "case %lld: send failed (%d)", (long long)k, rc);
+        /* A failed send still ends the receive (with a wrong count), so the run goes on. */
+        if (rc != MPI_SUCCESS && call != CALL_SENDRECV) MPI_Send(NULL, 0, MPI_BYTE, receiver, tag, MPI_COMM_WORLD);
     } else if (me_recv) {
         MPI_Request q, qs[3];
         int idx, flag, outc, ind[3];
@@ -606,8 +648,8 @@ int main(int argc, char **argv)
         for (int64_t k = first; k < first + cases; k++) MPI_Barrier(MPI_COMM_WORLD);
     if (mt_rank == 0)
         printf("random_test: seed 0x%llx, %ld cases (h->h %ld, d->h %ld, h->d %ld, d->d %ld), %ld truncated, %ld "
-               "MPI_BOTTOM, %ld with buf outside the allocation\n",
+               "MPI_BOTTOM, %ld with buf outside the allocation; %ld skipped (the MPI contradicts its own bounds)\n",
                (unsigned long long)seed, n_cases, n_pair[0], n_pair[1], n_pair[2], n_pair[3], n_trunc, n_bottom,
-               n_outside);
+               n_outside, n_skipped);
     return mt_finish("random_test");
 }
