@@ -358,20 +358,21 @@ section_mpi() {
 # 8000: about 2000 per pairing), two seeds, the second with small fragments.
 section_mpi_random() {
   mpi_build || return
-  local log="$OUT/mpi_random.log" rc
+  local log="$OUT/mpi_random.log" cases=${DEVICE_MPI_RANDOM_CASES:-8000}
   : >"$log"
-  local pre="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" cases=${DEVICE_MPI_RANDOM_CASES:-8000}
-  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
-    -x LD_PRELOAD="$pre" "$MPI_BUILD/tests/mpi/random_test" --cases "$cases" --seed 0x7e57 >>"$log" 2>&1
-  rc=$?
-  [ $rc -eq 0 ] && record mpi_random ok "$(grep -m1 '^random_test: seed' "$log" | cut -c1-140)" ||
-    { record mpi_random FAIL "rc=$rc"; grep -m8 "FAIL" "$log" | tee -a "$SUMMARY"; }
-  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
-    -x GDTE_FRAG_SIZE=8192 -x GDTE_PIPELINE_DEPTH=2 -x GDTE_ZERO_COPY=off -x LD_PRELOAD="$pre" \
-    "$MPI_BUILD/tests/mpi/random_test" --cases $((cases / 4)) --seed 0xf4a6 >>"$log" 2>&1
-  rc=$?
-  [ $rc -eq 0 ] && record mpi_random_frags ok "$(grep '^random_test: seed' "$log" | tail -1 | cut -c1-140)" ||
-    { record mpi_random_frags FAIL "rc=$rc"; grep "FAIL" "$log" | head -8 | tee -a "$SUMMARY"; }
+  # rt_run NAME CASES SEED [mpirun -x options]: one run, its summary line recorded.
+  rt_run() {
+    local name=$1 n=$2 seed=$3 rc
+    shift 3
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda "$@" \
+      -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" "$MPI_BUILD/tests/mpi/random_test" --cases "$n" \
+      --seed "$seed" >>"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then record "$name" ok "$(grep '^random_test: seed' "$log" | tail -1 | cut -c1-140)"
+    else record "$name" FAIL "rc=$rc"; grep "FAIL" "$log" | head -8 | tee -a "$SUMMARY"; fi
+  }
+  rt_run mpi_random "$cases" 0x7e57
+  rt_run mpi_random_frags $((cases / 4)) 0xf4a6 -x GDTE_FRAG_SIZE=8192 -x GDTE_PIPELINE_DEPTH=2 -x GDTE_ZERO_COPY=off
 }
 
 # The interposer's MPI GPU tests under compute-sanitizer memcheck (each rank under the tool).

@@ -166,20 +166,27 @@ static inline int gdte_compat_attr_kind(const hipPointerAttribute_t *a)
     }
 }
 
-/* The CUDA runtime has no address-range query; the driver's is fetched through the runtime so
- * that libgdte never links libcuda (a build must load on machines without a driver). */
+/* Driver calls the CUDA runtime has no counterpart for are fetched through the runtime's entry
+ * point table, so that libgdte never links libcuda (a build must load on machines without a
+ * driver). NULL when the driver lacks it. Each caller keeps the answer in a static of its own. */
+static inline void *gdte_compat_driver_fn(const char *name)
+{
+    void *f = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+        return NULL;
+    return f;
+}
+
+/* The allocation holding `p`: cuMemGetAddressRange. */
 typedef int (*gdte_compat_cu_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
 static inline hipError_t gdte_compat_mem_range(const void *p, void **base_p, size_t *size_p)
 {
     static gdte_compat_cu_range_fn fn;
     static int looked;
     if (!looked) {
-        void *f = NULL;
-        enum cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) ==
-                cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (gdte_compat_cu_range_fn)f;
+        fn = (gdte_compat_cu_range_fn)gdte_compat_driver_fn("cuMemGetAddressRange");
         looked = 1;
     }
     if (!fn) return cudaErrorNotSupported;
@@ -188,23 +195,19 @@ static inline hipError_t gdte_compat_mem_range(const void *p, void **base_p, siz
     *base_p = (void *)(size_t)base;
     return cudaSuccess;
 }
+
 /* The driver's unique id of the allocation holding `p` (CU_POINTER_ATTRIBUTE_BUFFER_ID: never
- * reused within a process; 0: memory the driver does not know), through the runtime's entry
- * point table like the range query above. cuPointerGetAttributes, not the singular call: for
- * memory the driver does not know it succeeds with id 0, where the singular call fails (a
- * failing driver call is slow, about 1 us on an H100, and an error to compute-sanitizer). */
+ * reused within a process; 0: memory the driver does not know). cuPointerGetAttributes, not the
+ * singular call: for memory the driver does not know it succeeds with id 0, where the singular
+ * call fails (a failing driver call is slow, about 1 us on an H100, and an error to
+ * compute-sanitizer). */
 typedef int (*gdte_compat_cu_attrs_fn)(unsigned n, int *attributes, void **data, unsigned long long ptr);
 static inline hipError_t gdte_compat_buffer_id(const void *p, unsigned long long *id_p)
 {
     static gdte_compat_cu_attrs_fn fn;
     static int looked;
     if (!looked) {
-        void *f = NULL;
-        enum cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000, cudaEnableDefault, &q) ==
-                cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (gdte_compat_cu_attrs_fn)f;
+        fn = (gdte_compat_cu_attrs_fn)gdte_compat_driver_fn("cuPointerGetAttributes");
         looked = 1;
     }
     if (!fn) return cudaErrorNotSupported;

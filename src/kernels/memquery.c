@@ -108,15 +108,20 @@ static void insert(uintptr_t base, uintptr_t end, uint64_t id, const gdte_mem_in
     pthread_rwlock_unlock(&rw);
 }
 
-GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
+/* The kind of `ptr`, and in *end_p the end of the region known to share it: the whole
+ * allocation for a cached device or managed range, the page for pageable host memory, else the
+ * byte itself. */
+static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *end_p)
 {
-    if (!info_p) return GDTE_ERR_INVALID_ARG;
+    uintptr_t p = (uintptr_t)ptr;
+    uintptr_t page_end = ((p >> HOST_PAGE_SHIFT) + 1) << HOST_PAGE_SHIFT;
+    *end_p = p + 1;
     if (!gdte_gpu_available() || !ptr) {
         info_p->kind = GDTE_MEM_HOST;
         info_p->device = -1;
+        *end_p = gdte_gpu_available() ? page_end : UINTPTR_MAX;
         return GDTE_OK;
     }
-    uintptr_t p = (uintptr_t)ptr;
     uint64_t epoch = gdte_gpu_unmap_epoch();
     if (epoch != cache_epoch) {
         /* gdte released some range since the cache was filled: its addresses may now be host
@@ -141,6 +146,7 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
          * tables say (an allocation freed since is not device memory any more). */
         info_p->kind = GDTE_MEM_HOST;
         info_p->device = -1;
+        *end_p = page_end;
         n_hits++;
         return GDTE_OK;
     }
@@ -148,6 +154,7 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
     if (!validated && host_pages[page % HOST_SLOTS] == page + 1) {
         info_p->kind = GDTE_MEM_HOST;
         info_p->device = -1;
+        *end_p = page_end;
         n_hits++;
         return GDTE_OK;
     }
@@ -156,6 +163,7 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
     if (i >= 0 && p < ranges[i].end) {
         if (!validated || ranges[i].id == id) {
             *info_p = ranges[i].info;
+            *end_p = ranges[i].end;
             pthread_rwlock_unlock(&rw);
             n_hits++;
             return GDTE_OK;
@@ -181,6 +189,26 @@ GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
     }
     *info_p = in;
     return GDTE_OK;
+}
+
+GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
+{
+    if (!info_p) return GDTE_ERR_INVALID_ARG;
+    uintptr_t end;
+    return query(ptr, info_p, &end);
+}
+
+gdte_status_t gdte_mem_query_span(const void *first, const void *last, gdte_mem_info_t *first_p,
+                                  gdte_mem_info_t *last_p)
+{
+    uintptr_t end;
+    gdte_status_t st = query(first, first_p, &end);
+    if (st != GDTE_OK) return st;
+    if ((uintptr_t)last >= (uintptr_t)first && (uintptr_t)last < end) {
+        *last_p = *first_p; /* one allocation (or one pageable page): no second lookup */
+        return GDTE_OK;
+    }
+    return query(last, last_p, &end);
 }
 
 void gdte_memquery_forget(const void *ptr, size_t size)

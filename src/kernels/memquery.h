@@ -3,7 +3,12 @@
 #define GDTE_MEMQUERY_H
 #include <stddef.h>
 #include <stdint.h>
+#include "gdte.h"
 
+/* The kinds of the first and last byte of a span, with one lookup when both lie in one cached
+ * allocation or one pageable page (the MPI layer asks this for every message). */
+gdte_status_t gdte_mem_query_span(const void *first, const void *last, gdte_mem_info_t *first_p,
+                                  gdte_mem_info_t *last_p);
 /* Drop cached ranges overlapping [ptr, ptr+size): call when device memory is freed. */
 void gdte_memquery_forget(const void *ptr, size_t size);
 /* Drop everything and zero the counters (gdte_finalize, tests). */

@@ -109,8 +109,8 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
         if (done_p) *done_p = 0;
         return GDTE_OK;
     }
-    gdte_type_info_t ti;
-    if ((st = gdte_type_get_info(type, &ti)) != GDTE_OK) return st;
+    gdte_bounds_t ti;
+    if ((st = gdte_type_bounds(type, &ti)) != GDTE_OK) return st;
     /* The first byte the operation touches (with count > 1 and a negative extent a later
      * element may lie lower, but this one is touched too). */
     const char *first;

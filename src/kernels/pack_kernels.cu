@@ -38,9 +38,13 @@ extern "C" {
 #define NT 256         /* threads per block for every kernel */
 
 /* Kernel launch. A macro, so that tests/gpu can build this file for the CPU under a small
- * emulator of the execution model (CI has no GPU) by defining it first. */
+ * emulator of the execution model (CI has no GPU) by defining it first. The runtime's last
+ * error is cleared first: launch_check reads it after the launch, and an error the application
+ * left pending (a failed call of its own, e.g. an IPC open) would otherwise be reported as this
+ * launch's failure. */
 #ifndef GDTE_LAUNCH
-#define GDTE_LAUNCH(grid, block, stream, arg, ...) __VA_ARGS__<<<(grid), (block), 0, (stream)>>>(arg)
+#define GDTE_LAUNCH(grid, block, stream, arg, ...) \
+    ((void)hipGetLastError(), __VA_ARGS__<<<(grid), (block), 0, (stream)>>>(arg))
 #endif
 #define TILE 32        /* blocks per side of a TILED tile */
 

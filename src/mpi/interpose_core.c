@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "gpu/gpu.h"
 #include "kernels/devplan.h"
+#include "kernels/memquery.h"
 #include "util/util.h"
 
 gdte_ipo_next_t gdte_ipo_next_g;
@@ -86,45 +87,53 @@ int gdte_ipo_finalize(void)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* The kind of one touched byte. */
-static gdte_ipo_kind_t byte_kind(uintptr_t p, int gpu)
+static gdte_ipo_kind_t kind_of(const gdte_mem_info_t *mi)
 {
-    if (fake_on && gdte_fake_contains((const void *)p)) return GDTE_IPO_FAKE;
-    if (gpu) {
-        gdte_mem_info_t mi;
-        /* Managed memory too: the MPI could touch it from the CPU, but pages resident on the
-         * GPU would migrate one fault at a time; the kernels read it in place. */
-        if (gdte_mem_query((const void *)p, &mi) == GDTE_OK && (mi.kind == GDTE_MEM_DEVICE || mi.kind == GDTE_MEM_MANAGED))
-            return GDTE_IPO_DEVICE;
-    }
-    return GDTE_IPO_HOST;
+    /* Managed memory too: the MPI could touch it from the CPU, but pages resident on the GPU
+     * would migrate one fault at a time; the kernels read it in place. */
+    return mi->kind == GDTE_MEM_DEVICE || mi->kind == GDTE_MEM_MANAGED ? GDTE_IPO_DEVICE : GDTE_IPO_HOST;
 }
 
-static gdte_ipo_kind_t merge_kind(gdte_ipo_kind_t a, gdte_ipo_kind_t b) { return a == b ? a : GDTE_IPO_MIXED; }
+/* The kind of the bytes [first, last]: of the two ends (one lookup when both lie in one
+ * allocation); MIXED when they differ. */
+static gdte_ipo_kind_t span_kind(uintptr_t first, uintptr_t last, int gpu)
+{
+    if (fake_on) {
+        int a = gdte_fake_contains((const void *)first), b = gdte_fake_contains((const void *)last);
+        if (a || b) return a && b ? GDTE_IPO_FAKE : GDTE_IPO_MIXED;
+    }
+    if (!gpu) return GDTE_IPO_HOST;
+    gdte_mem_info_t a, b;
+    if (gdte_mem_query_span((const void *)first, (const void *)last, &a, &b) != GDTE_OK) return GDTE_IPO_HOST;
+    gdte_ipo_kind_t ka = kind_of(&a), kb = kind_of(&b);
+    return ka == kb ? ka : GDTE_IPO_MIXED;
+}
 
-/* The first byte each field of a struct touches, for structs whose fields may live in different
- * allocations (MPI_BOTTOM with absolute addresses). Probes at most STRUCT_PROBES fields. */
+/* MPI_BOTTOM with a struct of absolute addresses: its fields may lie in different allocations,
+ * so each field's first byte counts too (at most STRUCT_PROBES fields; a larger struct is
+ * judged by its ends). */
 #define STRUCT_PROBES 64
-static gdte_ipo_kind_t struct_kind(uintptr_t base, MPI_Datatype dt, gdte_ipo_kind_t k, int gpu)
+static gdte_ipo_kind_t bottom_struct_kind(MPI_Datatype dt, gdte_ipo_kind_t k, int gpu)
 {
     int ni, na, nd, comb;
-    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS || comb != MPI_COMBINER_STRUCT) return k;
-    int n = ni - 1 < STRUCT_PROBES ? ni - 1 : STRUCT_PROBES;
-    int ints[2 * STRUCT_PROBES + 1];
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) != MPI_SUCCESS || comb != MPI_COMBINER_STRUCT ||
+        ni - 1 > STRUCT_PROBES)
+        return k;
+    int n = ni - 1;
+    int ints[STRUCT_PROBES + 1];
     MPI_Aint addrs[STRUCT_PROBES];
     MPI_Datatype types[STRUCT_PROBES];
-    if (ni - 1 > STRUCT_PROBES) return k; /* a large struct: its first and last bytes decide */
     if (PMPI_Type_get_contents(dt, ni, na, nd, ints, addrs, types) != MPI_SUCCESS) return k;
-    for (int i = 0; i < n && k != GDTE_IPO_MIXED; i++) {
-        MPI_Count tlb = 0, text = 0;
-        int size = 0;
-        PMPI_Type_size(types[i], &size);
-        if (ints[1 + i] > 0 && size > 0 && PMPI_Type_get_true_extent_x(types[i], &tlb, &text) == MPI_SUCCESS)
-            k = merge_kind(k, byte_kind(base + (uintptr_t)addrs[i] + (uintptr_t)tlb, gpu));
-    }
     for (int i = 0; i < n; i++) {
-        int c, a, b, d;
-        if (PMPI_Type_get_envelope(types[i], &a, &b, &d, &c) == MPI_SUCCESS && c != MPI_COMBINER_NAMED)
+        MPI_Count tlb = 0, text = 0;
+        if (k != GDTE_IPO_MIXED && ints[1 + i] > 0 && PMPI_Type_get_true_extent_x(types[i], &tlb, &text) == MPI_SUCCESS &&
+            text > 0) {
+            uintptr_t b = (uintptr_t)addrs[i] + (uintptr_t)tlb;
+            gdte_ipo_kind_t f = span_kind(b, b, gpu);
+            if (f != k) k = GDTE_IPO_MIXED;
+        }
+        int c, a, bb, d;
+        if (PMPI_Type_get_envelope(types[i], &a, &bb, &d, &c) == MPI_SUCCESS && c != MPI_COMBINER_NAMED)
             PMPI_Type_free(&types[i]);
     }
     return k;
@@ -137,18 +146,15 @@ gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt)
     if (!gpu && !fake_on) return GDTE_IPO_HOST;
     /* The kind of a buffer is the kind of the bytes the type touches, not of `buf` (which may
      * lie outside the allocation, or be MPI_BOTTOM): the first byte of the first element and
-     * the last byte of the last one, and the first byte of each field of a struct. */
+     * the last byte of the last one. */
     MPI_Count tlb = 0, text = 0, lb = 0, ext = 0;
-    int size = 0;
-    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS || size == 0) return GDTE_IPO_HOST;
     if (PMPI_Type_get_true_extent_x(dt, &tlb, &text) != MPI_SUCCESS || text <= 0) return GDTE_IPO_HOST;
     if (count > 1 && PMPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS) return GDTE_IPO_HOST;
     uintptr_t base = (uintptr_t)buf;
     uintptr_t first = base + (uintptr_t)tlb;
     uintptr_t last = base + (uintptr_t)(tlb + (MPI_Count)(count - 1) * ext + text - 1);
-    gdte_ipo_kind_t k = byte_kind(first, gpu);
-    k = merge_kind(k, byte_kind(last, gpu));
-    if (k != GDTE_IPO_MIXED) k = struct_kind(base, dt, k, gpu);
+    gdte_ipo_kind_t k = span_kind(first, last, gpu);
+    if (!buf && k != GDTE_IPO_MIXED) k = bottom_struct_kind(dt, k, gpu);
     if (k == GDTE_IPO_MIXED)
         gdte_error("a datatype touches both host and device memory (first byte %p, last byte %p): gdte moves one "
                    "memory kind per buffer",

@@ -259,14 +259,12 @@ static int claim_many(int n, const MPI_Request reqs[])
     return found;
 }
 
-/* Put back the claimed records the MPI did not complete. */
-static void unclaim(int n, int except_pos, const int *done_idx, int ndone)
+/* Put back the claimed records still in claimed[] (those the MPI did not complete), except the
+ * one at position `except` (-1: none), which the caller finishes. */
+static void unclaim(int n, int except)
 {
     for (int i = 0; i < n; i++) {
-        if (!claimed[i] || i == except_pos) continue;
-        int done = 0;
-        for (int k = 0; k < ndone && !done; k++) done = done_idx[k] == i;
-        if (!done) gdte_ipo_req_insert(claimed[i]);
+        if (claimed[i] && i != except) gdte_ipo_req_insert(claimed[i]);
         claimed[i] = NULL;
     }
 }
@@ -323,7 +321,7 @@ static int finish_many(int n, const MPI_Request reqs[], int rc, int npos, const 
             any_err = 1;
         }
     }
-    unclaim(n, -1, NULL, 0);
+    unclaim(n, -1);
     /* The failing request's communicator handler has run already (gdte_ipo_fail). */
     return any_err && !in_status ? MPI_ERR_IN_STATUS : rc;
 }
@@ -344,7 +342,7 @@ int gdte_ipo_testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]
     MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
     int rc = IPO_NEXT(Testall)(n, reqs, flag, sts);
     if (!*flag && rc != MPI_ERR_IN_STATUS) {
-        unclaim(n, -1, NULL, 0);
+        unclaim(n, -1);
         return rc;
     }
     return finish_many(n, reqs, rc, n, NULL, sts, 0, "MPI_Testall");
@@ -362,11 +360,8 @@ static int any_common(int test, int n, MPI_Request reqs[], int *index, int *flag
     if (flag) *flag = f;
     int done = f && *index != MPI_UNDEFINED ? *index : -1;
     gdte_ipo_req_t *r = done >= 0 ? claimed[done] : NULL;
-    unclaim(n, done, NULL, 0);
-    if (r) {
-        claimed[done] = NULL;
-        rc = complete_one(r, &st, rc, fn, reqs[done]);
-    }
+    unclaim(n, done);
+    if (r) rc = complete_one(r, &st, rc, fn, reqs[done]);
     if (f && status != MPI_STATUS_IGNORE) *status = st;
     return rc;
 }
@@ -392,7 +387,7 @@ static int some(int test, int n, MPI_Request reqs[], int *outcount, int indices[
     int rc = test ? IPO_NEXT(Testsome)(n, reqs, outcount, indices, sts)
                   : IPO_NEXT(Waitsome)(n, reqs, outcount, indices, sts);
     if (*outcount == MPI_UNDEFINED || *outcount == 0) {
-        unclaim(n, -1, NULL, 0);
+        unclaim(n, -1);
         return rc;
     }
     /* Statuses of *some calls are by completion position, not by request index. */

@@ -500,19 +500,16 @@ static int pid_dead(int64_t pid)
 
 /* UCX's shared-memory transports do not report a peer that died (they cannot ask for error
  * handling), and a receive posted for such a peer is no "stalled" request: it would wait
- * forever. So peers on this node with requests outstanding are checked by pid. */
+ * forever. So peers on this node are checked by pid, each once per check, while this process
+ * has requests outstanding. */
 static void check_liveness(struct gdte_comm *ctx)
 {
-    struct gdte_msg_req *r, *tmp;
-    HASH_ITER(hh, ctx->by_id, r, tmp)
-    {
-        if (r->state == GDTE_REQ_DONE || r->peer < 0 || r->peer >= ctx->size || r->peer == ctx->rank) continue;
-        gdte_peer_t *p = &ctx->peers[r->peer];
-        if (p->failed || p->pid <= 0) continue;
-        if (pid_dead(p->pid)) {
-            gdte_error("peer %d (pid %lld on this node) is gone: failing its requests", r->peer, (long long)p->pid);
-            gdte_proto_peer_failed(ctx, r->peer, GDTE_ERR_PEER_FAILED);
-        }
+    if (!ctx->by_id) return;
+    for (int i = 0; i < ctx->size; i++) {
+        gdte_peer_t *p = &ctx->peers[i];
+        if (i == ctx->rank || p->failed || p->pid <= 0 || !pid_dead(p->pid)) continue;
+        gdte_error("peer %d (pid %lld on this node) is gone: failing its requests", i, (long long)p->pid);
+        gdte_proto_peer_failed(ctx, i, GDTE_ERR_PEER_FAILED);
     }
 }
 
