@@ -28,8 +28,8 @@
     X(Init) X(Init_thread) X(Finalize) X(Send) X(Ssend) X(Bsend) X(Rsend) X(Isend) X(Issend) X(Ibsend)        \
     X(Irsend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Send_init) X(Ssend_init) X(Bsend_init)       \
     X(Rsend_init) X(Recv_init) X(Start) X(Startall) X(Request_free) X(Request_get_status) X(Wait) X(Waitall) \
-    X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Pack) X(Unpack) X(Type_commit)        \
-    X(Type_free) X(Mrecv) X(Imrecv)
+    X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Pack) X(Unpack) X(Type_free)          \
+    X(Mrecv) X(Imrecv)
 
 typedef struct gdte_ipo_next {
 #define GDTE_X_NEXT_FIELD(name) __typeof__(&PMPI_##name) name;
@@ -76,7 +76,6 @@ gdte_status_t gdte_ipo_type(MPI_Datatype dt, int count, gdte_type_h *type_p, int
 void gdte_ipo_dt_get(MPI_Datatype dt);
 void gdte_ipo_dt_put(MPI_Datatype dt);
 int gdte_ipo_type_free(MPI_Datatype *dt);
-int gdte_ipo_type_commit(MPI_Datatype *dt);
 
 /* ---- counters (exported through gdte_mpi_counter) ---- */
 typedef struct gdte_ipo_counters {

@@ -19,7 +19,6 @@
 #include "xfer.h"
 #include "engine/engine.h"
 #include "gpu/gpu.h"
-#include "kernels/devplan.h"
 #include "kernels/memquery.h"
 #include "util/util.h"
 
@@ -265,29 +264,6 @@ int gdte_ipo_type_free(MPI_Datatype *dt)
     }
     pthread_mutex_unlock(&dt_lock);
     return IPO_NEXT(Type_free)(dt);
-}
-
-int gdte_ipo_type_commit(MPI_Datatype *dt)
-{
-    int rc = IPO_NEXT(Type_commit)(dt);
-    if (rc != MPI_SUCCESS || !dt) return rc;
-    /* Build the canonical form and plan now, and upload it, so the first device message with
-     * this type pays nothing for it. A type gdte cannot import stays fully usable on host
-     * buffers: only a device message with it will report the error. */
-    gdte_type_h t;
-    gdte_status_t st = gdte_mpi_type_import(*dt, &t);
-    if (st != GDTE_OK) {
-        gdte_info("MPI_Type_commit: no gdte plan for this datatype (%s)", gdte_status_string(st));
-        return rc;
-    }
-    /* Only irregular (UNITS) plans have a device part; strided ones travel as kernel
-     * arguments. */
-    gdte_type_info_t info;
-    const gdte_unit_t *dunits;
-    if (gdte_gpu_available() && gdte_type_get_info(t, &info) == GDTE_OK && info.layout == GDTE_LAYOUT_UNITS &&
-        (st = gdte_devplan_units(t, &dunits)) != GDTE_OK)
-        gdte_info("MPI_Type_commit: plan upload deferred to first use (%s)", gdte_status_string(st));
-    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------- */

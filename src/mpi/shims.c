@@ -257,12 +257,8 @@ GDTE_IPO_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, voi
 }
 
 /* ---- datatypes ---- */
-GDTE_IPO_EXPORT int MPI_Type_commit(MPI_Datatype *dt)
-{
-    IPO_OFF_RETURN(Type_commit, dt);
-    return gdte_ipo_type_commit(dt);
-}
-
+/* MPI_Type_commit is not intercepted: a type is imported into gdte at its first use with
+ * device memory (gdte_ipo_type), so programs that never use one pay nothing for it. */
 GDTE_IPO_EXPORT int MPI_Type_free(MPI_Datatype *dt)
 {
     IPO_OFF_RETURN(Type_free, dt);
