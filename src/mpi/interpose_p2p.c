@@ -88,6 +88,8 @@ static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count
     if (m->nbytes == 0) return MPI_SUCCESS;
     st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)m->nbytes, &m->stage);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
+    gdte_debug("%s: %d element(s), %lld packed bytes of device data, staged through %s host memory as MPI_PACKED", fn,
+               count, (long long)m->nbytes, m->stage->pinned ? "pinned" : "pageable");
     return MPI_SUCCESS;
 }
 
@@ -504,6 +506,8 @@ static int pack_common(int unpack, void *user, int count, MPI_Datatype dt, void 
         if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     }
     *position += (int)n;
+    gdte_debug("%s: %lld bytes at position %d, %s buffer %s, packed buffer %s", fn, (long long)n, *position - (int)n,
+               unpack ? "output" : "input", host_side(uk) ? "host" : "device", host_side(pk) ? "host" : "device");
     if (unpack) {
         gdte_ipo_cnt_g.unpacks++;
         gdte_ipo_cnt_g.bytes_unpacked += n;

@@ -190,6 +190,8 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
             if ((st = x_exec(x, 1, r, off, len, 1)) != GDTE_OK) break;
             st = x_signal(x, G.ev_b[slot], 0);
         }
+        gdte_trace("%s fragment %lld of %lld: bytes [%lld, %lld)", unpack ? "unpack" : "pack", (long long)k,
+                   (long long)nfrag, (long long)off, (long long)(off + len));
         n_fragments++;
     }
     /* Drain both streams even after an error: the ring goes back to the pool and must not be
