@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <mpi.h>
 #include "testutil.h"
+#include "mpicompare.h"
 #include "engine/engine.h"
 #include "mpi/import.h"
 
@@ -98,39 +99,11 @@ static void check_against_mpi(gdte_type_h g, MPI_Datatype m, int count, const ch
     gdte_type_info_t in;
     CHECK_OK(gdte_type_get_info(g, &in));
     if (in.size != size || in.lb != lb || in.extent != ext || in.true_lb != tlb || in.true_extent != text) {
-        fprintf(stderr, "%s: gdte size %lld lb %lld extent %lld true %lld/%lld; MPI %lld %lld %lld %lld/%lld\n", what,
-                (long long)in.size, (long long)in.lb, (long long)in.extent, (long long)in.true_lb,
-                (long long)in.true_extent, (long long)size, (long long)lb, (long long)ext, (long long)tlb,
-                (long long)text);
-        tu_failures++;
+        tu_bounds_differ(what, &in, size, lb, ext, tlb, text);
         return;
     }
     tu_checks++;
-    int64_t last = (int64_t)(count - 1) * ext, lo = (last < 0 ? last : 0) + tlb, hi = (last > 0 ? last : 0) + tlb + text;
-    int64_t blen = hi - lo + 32, total = (int64_t)count * size;
-    char *src = malloc((size_t)blen), *a = malloc((size_t)total + 1), *b = malloc((size_t)total + 1);
-    char *u1 = malloc((size_t)blen), *u2 = malloc((size_t)blen);
-    tu_fill_random(&rng, src, (size_t)blen);
-    int pos = 0;
-    MPI_Pack(src + 16 - lo, count, m, a, (int)total, &pos, MPI_COMM_SELF);
-    CHECK_EQ(pos, total);
-    int64_t done = -1;
-    CHECK_OK(gdte_pack(src + 16 - lo, count, g, b, total, NULL, &done));
-    CHECK_EQ(done, total);
-    if (memcmp(a, b, (size_t)total)) {
-        fprintf(stderr, "%s: pack differs from MPI_Pack\n", what);
-        tu_failures++;
-    }
-    memset(u1, 0x3c, (size_t)blen);
-    memset(u2, 0x3c, (size_t)blen);
-    pos = 0;
-    MPI_Unpack(a, (int)total, &pos, u1 + 16 - lo, count, m, MPI_COMM_SELF);
-    CHECK_OK(gdte_unpack(a, total, u2 + 16 - lo, count, g, NULL, &done));
-    if (memcmp(u1, u2, (size_t)blen)) {
-        fprintf(stderr, "%s: unpack differs from MPI_Unpack\n", what);
-        tu_failures++;
-    }
-    free(src), free(a), free(b), free(u1), free(u2);
+    tu_pack_vs_mpi(&rng, g, m, count, ext, tlb, text, size, what);
 }
 
 static void test_chain(kind_t k)

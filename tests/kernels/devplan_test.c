@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "gpu/gpu.h"
 #include "util/util.h"
+#include "check.h"
 
 /* ---- the GPU layer, on host memory ---- */
 static int64_t mallocs, execs;
@@ -81,26 +82,6 @@ gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64
     return GDTE_OK;
 }
 void gdte_memquery_reset(void) {}
-
-/* ---- checks ---- */
-static int failures;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                    \
-            printf(__VA_ARGS__);                                           \
-            printf("\n");                                                  \
-        }                                                                  \
-    } while (0)
-#define OK(call)                                                                                      \
-    do {                                                                                              \
-        gdte_status_t st_ = (call);                                                                   \
-        if (st_ != GDTE_OK) {                                                                         \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, gdte_status_string(st_));      \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
 
 /* `nblocks` doubles at irregular distances (8, 16 or 24 bytes apart): nothing merges, one
  * 24-byte unit per block. */

@@ -8,17 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gdte.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 /* Three calls (a whole pack, a fragment, an unpack) with stderr captured; returns what they wrote. */
 static char *three_calls(void)
