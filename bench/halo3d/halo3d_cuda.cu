@@ -1,36 +1,17 @@
 // CUDA backend of the halo3d benchmark: device grids and the expert baseline's hand-written
 // face pack/unpack kernels (one thread per element, coalesced along the fastest face index),
 // everything on one non-blocking stream. Built only with GDTE_GPU=CUDA.
-#include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include "halo3d_backend.h"
+#define BENCH_NAME "halo3d"
+#include "../common/bench_cuda.cuh"
 
-static cudaStream_t stream;
 static char device_name[256];
-
-#define CK(call)                                                                                 \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "halo3d: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, \
-                    __LINE__);                                                                   \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 extern "C" int hb_init(int local_rank)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        fprintf(stderr, "halo3d: no CUDA device\n");
-        return -2;
-    }
-    int dev = local_rank % n;
-    CK(cudaSetDevice(dev));
-    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaDeviceProp p;
-    CK(cudaGetDeviceProperties(&p, dev));
+    int dev = bench_cuda_init(local_rank, &p);
+    if (dev < 0) return -2;
     snprintf(device_name, sizeof device_name, "%s", p.name);
     for (char *c = device_name; *c; c++)
         if (*c == ' ' || *c == ',') *c = '-';
@@ -46,10 +27,7 @@ extern "C" void *hb_dev_alloc(size_t bytes)
     CK(cudaMemset(p, 0, bytes));
     return p;
 }
-extern "C" void hb_dev_free(void *p)
-{
-    if (p) CK(cudaFree(p));
-}
+extern "C" void hb_dev_free(void *p) { bench_dev_free(p); }
 extern "C" void *hb_pinned_alloc(size_t bytes)
 {
     void *p = NULL;
@@ -60,16 +38,9 @@ extern "C" void hb_pinned_free(void *p)
 {
     if (p) CK(cudaFreeHost(p));
 }
-extern "C" void hb_memcpy(void *dst, const void *src, size_t bytes)
-{
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-    CK(cudaStreamSynchronize(stream));
-}
-extern "C" void hb_memcpy_async(void *dst, const void *src, size_t bytes)
-{
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-}
-extern "C" void hb_sync(void) { CK(cudaStreamSynchronize(stream)); }
+extern "C" void hb_memcpy(void *dst, const void *src, size_t bytes) { bench_copy(dst, src, bytes); }
+extern "C" void hb_memcpy_async(void *dst, const void *src, size_t bytes) { bench_copy_async(dst, src, bytes); }
+extern "C" void hb_sync(void) { bench_sync(); }
 
 // Face element q = a * n + c (c fastest) <-> grid cell with coordinate `dim` fixed at `at`.
 __global__ void face_kernel(double *grid, int n, int dim, int at, double *buf, int unpack)
@@ -94,7 +65,7 @@ static void launch(double *grid, hb_face_t f, double *buf, int unpack)
     int threads = 256;
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535) blocks = 65535;
-    face_kernel<<<(unsigned)blocks, threads, 0, stream>>>(grid, f.n, f.dim, f.at, buf, unpack);
+    face_kernel<<<(unsigned)blocks, threads, 0, bench_stream>>>(grid, f.n, f.dim, f.at, buf, unpack);
     CK(cudaGetLastError());
 }
 

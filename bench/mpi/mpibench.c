@@ -573,10 +573,12 @@ int main(int argc, char **argv)
         raw_mine = mb_alloc(raw_bytes);
         raw_dst = mb_alloc(raw_bytes);
         mb_memcpy(raw_mine, pat_own, raw_bytes);
-        size_t hs = mb_ipc_handle_size();
+        /* Whole MB_IPC_HANDLE_MAX slots go over the wire, so that rank r's handle lands at h[r]
+         * (with the handle's own size, 64 bytes, rank 1's landed at h[0] + 64 and rank 0 opened
+         * the uninitialized h[1]: cudaIpcOpenMemHandle said "invalid argument"). */
         unsigned char h[2][MB_IPC_HANDLE_MAX], mine[MB_IPC_HANDLE_MAX] = {0};
-        int got = mb_ipc_get(raw_mine, mine) == 0, both = 0;
-        MPI_Allgather(mine, (int)hs, MPI_BYTE, h, (int)hs, MPI_BYTE, comm);
+        int got = mb_ipc_handle_size() <= MB_IPC_HANDLE_MAX && mb_ipc_get(raw_mine, mine) == 0, both = 0;
+        MPI_Allgather(mine, MB_IPC_HANDLE_MAX, MPI_BYTE, h, MB_IPC_HANDLE_MAX, MPI_BYTE, comm);
         if (got) raw_peer = mb_ipc_open(h[1 - rank]);
         got = got && raw_peer;
         MPI_Allreduce(&got, &both, 1, MPI_INT, MPI_MIN, comm);
@@ -652,10 +654,11 @@ int main(int argc, char **argv)
         printf("gdte: %lld device sends, %lld device receives, %lld fragments\n", (long long)gdte_mpi_counter("sends"),
                (long long)gdte_mpi_counter("recvs"), (long long)gdte_mpi_counter("fragments"));
     if (csv) fclose(csv);
-    if (raw_peer) {
-        mb_ipc_close(raw_peer);
-        MPI_Barrier(comm); /* the peer has unmapped our buffer before we free it */
-    }
+    /* The peer has unmapped our buffer before we free it. Both ranks or neither reach the
+     * barrier: raw_mine exists on both when the baseline was tried, raw_peer only where the
+     * mapping opened, which may be one rank. */
+    if (raw_peer) mb_ipc_close(raw_peer);
+    if (raw_mine) MPI_Barrier(comm);
     if (raw_mine) mb_free(raw_mine);
     if (raw_dst) mb_free(raw_dst);
     buf_free(sbuf);

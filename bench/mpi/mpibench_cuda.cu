@@ -1,25 +1,14 @@
 // CUDA backend of bench/mpi: device buffers, copies on one non-blocking stream, and the IPC
 // mapping of the peer's buffer for the raw baseline. No kernels. Built only with GDTE_GPU=CUDA
-// (CMake) or by tools/device_run.sh's standalone build against another MPI.
-#include <cuda_runtime.h>
+// (CMake) or by tools/device_run.sh's standalone build against another MPI. A CUDA call that
+// may fail here (no device, IPC refused) leaves no error pending for the MPI or gdte.
 #include <ctype.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "mpibench_backend.h"
+#define BENCH_NAME "mpibench"
+#include "../common/bench_cuda.cuh"
 
-static cudaStream_t stream;
 static char device_name[256], device_key[64];
-
-#define CK(call)                                                                                 \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "mpibench: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), \
-                    __FILE__, __LINE__);                                                         \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 // "NVIDIA H100 80GB HBM3" -> "H100": the first word (split at ' ' and '-') made of capitals
 // then a digit; else the whole name with '-' for ' ' and ','.
@@ -42,16 +31,9 @@ static void short_name(const char *full, char *out, size_t n)
 
 extern "C" int mb_init(int rank)
 {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        fprintf(stderr, "mpibench: no CUDA device\n");
-        return -1;
-    }
-    int dev = rank % n;
-    CK(cudaSetDevice(dev));
-    if (!stream) CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cudaDeviceProp p;
-    CK(cudaGetDeviceProperties(&p, dev));
+    int dev = bench_cuda_init(rank, &p);
+    if (dev < 0) return -1;
     short_name(p.name, device_name, sizeof device_name);
     CK(cudaDeviceGetPCIBusId(device_key, sizeof device_key, dev));
     return dev;
@@ -66,35 +48,30 @@ extern "C" void *mb_alloc(size_t bytes)
     CK(cudaMalloc(&p, bytes ? bytes : 1));
     return p;
 }
-extern "C" void mb_free(void *p)
-{
-    if (p) CK(cudaFree(p));
-}
-extern "C" void mb_memcpy(void *dst, const void *src, size_t bytes)
-{
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-    CK(cudaStreamSynchronize(stream));
-}
-extern "C" void mb_copy_async(void *dst, const void *src, size_t bytes)
-{
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-}
-extern "C" void mb_sync(void) { CK(cudaStreamSynchronize(stream)); }
+extern "C" void mb_free(void *p) { bench_dev_free(p); }
+extern "C" void mb_memcpy(void *dst, const void *src, size_t bytes) { bench_copy(dst, src, bytes); }
+extern "C" void mb_copy_async(void *dst, const void *src, size_t bytes) { bench_copy_async(dst, src, bytes); }
+extern "C" void mb_sync(void) { bench_sync(); }
 
 extern "C" size_t mb_ipc_handle_size(void) { return sizeof(cudaIpcMemHandle_t); }
 extern "C" int mb_ipc_get(void *p, void *handle)
 {
     cudaIpcMemHandle_t h;
-    if (cudaIpcGetMemHandle(&h, p) != cudaSuccess) return -1;
+    cudaError_t e = bench_cuda_try(cudaIpcGetMemHandle(&h, p));
+    if (e != cudaSuccess) {
+        fprintf(stderr, "mpibench: cudaIpcGetMemHandle: %s\n", cudaGetErrorString(e));
+        return -1;
+    }
     memcpy(handle, &h, sizeof h);
     return 0;
 }
+// `handle`: the peer process's handle (a process cannot open its own).
 extern "C" void *mb_ipc_open(const void *handle)
 {
     cudaIpcMemHandle_t h;
     memcpy(&h, handle, sizeof h);
     void *p = NULL;
-    cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+    cudaError_t e = bench_cuda_try(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
     if (e != cudaSuccess) {
         fprintf(stderr, "mpibench: cudaIpcOpenMemHandle: %s\n", cudaGetErrorString(e));
         return NULL;
