@@ -29,7 +29,7 @@
     X(Irsend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Send_init) X(Ssend_init) X(Bsend_init)       \
     X(Rsend_init) X(Recv_init) X(Start) X(Startall) X(Request_free) X(Request_get_status) X(Wait) X(Waitall) \
     X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Pack) X(Unpack) X(Type_free)          \
-    X(Mrecv) X(Imrecv)
+    X(Mrecv) X(Imrecv) X(Mprobe) X(Improbe)
 
 typedef struct gdte_ipo_next {
 #define GDTE_X_NEXT_FIELD(name) __typeof__(&PMPI_##name) name;
@@ -147,6 +147,9 @@ int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MP
 int gdte_ipo_irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req);
 int gdte_ipo_recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
                        MPI_Request *req);
+/* The communicator of a message matched by MPI_Mprobe/MPI_Improbe (a message handle carries
+ * none), remembered until its MPI_Mrecv/MPI_Imrecv, whose errors go through its handler. */
+void gdte_ipo_message_note(MPI_Message msg, MPI_Comm comm);
 /* Receives of a message matched by MPI_Mprobe/MPI_Improbe. */
 int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *status);
 int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req);

@@ -19,6 +19,8 @@
  * Zero-size messages and MPI_PROC_NULL go to the MPI untouched: it never reads or writes the
  * buffer for them.
  */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include "interpose.h"
 #include "xfer.h"
@@ -310,35 +312,76 @@ int gdte_ipo_recv_init(void *buf, int count, MPI_Datatype dt, int source, int ta
     return recv_request(1, buf, count, dt, source, tag, comm, req);
 }
 
-/* A matched message (MPI_Mprobe) is received like any other: MPI_PACKED into staging. The
- * message handle carries no communicator: errors go through MPI_COMM_WORLD's handler. */
+/* Matched messages and their communicators (MPI_Mprobe/MPI_Improbe to MPI_Mrecv/MPI_Imrecv).
+ * A message handle is taken out before the receive call, while the application still owns
+ * it (as request records are): the MPI may reuse its value as soon as the receive starts. */
+typedef struct msg_comm {
+    MPI_Message msg;
+    MPI_Comm comm;
+    UT_hash_handle hh;
+} msg_comm_t;
+static msg_comm_t *msg_comms;
+static pthread_mutex_t msg_comm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gdte_ipo_message_note(MPI_Message msg, MPI_Comm comm)
+{
+    if (msg == MPI_MESSAGE_NULL || msg == MPI_MESSAGE_NO_PROC) return;
+    msg_comm_t *e = malloc(sizeof *e);
+    if (!e) return; /* errors of its receive then go to MPI_COMM_WORLD */
+    e->msg = msg;
+    e->comm = comm;
+    pthread_mutex_lock(&msg_comm_lock);
+    HASH_ADD(hh, msg_comms, msg, sizeof e->msg, e);
+    pthread_mutex_unlock(&msg_comm_lock);
+}
+
+static MPI_Comm message_comm(const MPI_Message *msg)
+{
+    MPI_Comm c = MPI_COMM_WORLD;
+    if (!msg || !msg_comms) return c;
+    msg_comm_t *e;
+    pthread_mutex_lock(&msg_comm_lock);
+    HASH_FIND(hh, msg_comms, msg, sizeof *msg, e);
+    if (e) {
+        HASH_DEL(msg_comms, e);
+        c = e->comm;
+    }
+    pthread_mutex_unlock(&msg_comm_lock);
+    free(e);
+    return c;
+}
+
+/* A matched message is received like any other: MPI_PACKED into staging; errors go through
+ * the handler of the communicator it was matched on. */
 int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *status)
 {
+    MPI_Comm comm = message_comm(msg);
     gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(MPI_COMM_WORLD, "MPI_Mrecv", dt, count);
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Mrecv", dt, count);
     msg_t m;
-    int rc = msg_prepare("MPI_Mrecv", MPI_COMM_WORLD, dt, count, &m);
+    int rc = msg_prepare("MPI_Mrecv", comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
     MPI_Status st;
     rc = IPO_NEXT(Mrecv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, msg, &st);
-    return recv_done("MPI_Mrecv", MPI_COMM_WORLD, rc, buf, count, dt, kind, &m, &st, status);
+    return recv_done("MPI_Mrecv", comm, rc, buf, count, dt, kind, &m, &st, status);
 }
 
 int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req)
 {
+    MPI_Comm comm = message_comm(msg);
     gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(MPI_COMM_WORLD, "MPI_Imrecv", dt, count);
+    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Imrecv", dt, count);
     msg_t m;
-    int rc = msg_prepare("MPI_Imrecv", MPI_COMM_WORLD, dt, count, &m);
+    int rc = msg_prepare("MPI_Imrecv", comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
     gdte_ipo_req_t *r = gdte_ipo_req_new();
     if (!r) {
         gdte_stage_release(m.stage);
-        return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Imrecv", GDTE_ERR_NO_MEMORY);
+        return gdte_ipo_fail(comm, "MPI_Imrecv", GDTE_ERR_NO_MEMORY);
     }
     rc = IPO_NEXT(Imrecv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, msg, req);
     r->dt = MPI_DATATYPE_NULL;
@@ -347,7 +390,7 @@ int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI
         gdte_ipo_req_destroy(r);
         return rc;
     }
-    recv_record(r, *req, 0, buf, count, dt, &m, kind, MPI_COMM_WORLD);
+    recv_record(r, *req, 0, buf, count, dt, &m, kind, comm);
     return MPI_SUCCESS;
 }
 

@@ -6,8 +6,9 @@
  * Deliberately not intercepted, because this design needs nothing there (the request the
  * application holds is the MPI's own, and a device message is an ordinary MPI_PACKED message
  * on the application's (comm, dest, tag)):
- *  - MPI_Probe, MPI_Iprobe, MPI_Mprobe, MPI_Improbe: they see gdte's messages with the
- *    sender's byte count (the matched-message receives MPI_Mrecv/MPI_Imrecv are intercepted);
+ *  - MPI_Probe, MPI_Iprobe: they see gdte's messages with the sender's byte count (MPI_Mprobe
+ *    and MPI_Improbe are intercepted only to remember each matched message's communicator,
+ *    for the errors of MPI_Mrecv/MPI_Imrecv);
  *  - MPI_Cancel: cancels the staging receive; completion then skips the unpack;
  *  - MPI_Get_count, MPI_Get_elements(_x): statuses of device receives are restated in the
  *    user's datatype at completion (MPI_Status_set_elements_x), so the MPI answers them;
@@ -130,6 +131,22 @@ GDTE_IPO_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Messag
 {
     IPO_OFF_RETURN(Imrecv, buf, count, dt, msg, req);
     return gdte_ipo_imrecv(buf, count, dt, msg, req);
+}
+
+GDTE_IPO_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Mprobe, source, tag, comm, msg, status);
+    int rc = IPO_NEXT(Mprobe)(source, tag, comm, msg, status);
+    if (rc == MPI_SUCCESS) gdte_ipo_message_note(*msg, comm);
+    return rc;
+}
+
+GDTE_IPO_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *msg, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Improbe, source, tag, comm, flag, msg, status);
+    int rc = IPO_NEXT(Improbe)(source, tag, comm, flag, msg, status);
+    if (rc == MPI_SUCCESS && *flag) gdte_ipo_message_note(*msg, comm);
+    return rc;
 }
 
 /* ---- persistent requests ---- */

@@ -6,6 +6,8 @@
  *    Sendrecv_replace, Mrecv, Imrecv): MPI_ERR_TRUNCATE, no byte outside the receive type's map
  *    written, and the next messages still right (Open MPI's single-copy path once wrote the whole
  *    message into 4 KiB of staging);
+ *  - an error in MPI_Mrecv of a message matched by MPI_Mprobe goes through the handler of the
+ *    message's communicator, not MPI_COMM_WORLD's;
  *  - 10,000 outstanding 32-byte device messages: all arrive, and once they complete the staging
  *    the interposer keeps is bounded (it used to keep 4 KiB per message: 80 MiB).
  */
@@ -145,12 +147,55 @@ static void many_small(void)
     MPI_Type_free(&v);
 }
 
+static int handler_calls;
+static void count_errors(MPI_Comm *comm, int *code, ...)
+{
+    (void)comm;
+    (void)code;
+    handler_calls++;
+}
+
+static void mrecv_error_comm(void)
+{
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Errhandler eh;
+    MPI_Comm_create_errhandler(count_errors, &eh);
+    MPI_Comm_set_errhandler(dup, eh);
+    int peer = 1 - mt_rank, v[4] = {1, 2, 3, 4};
+    if (mt_rank == 0) {
+        MT_MPI(MPI_Send(v, 4, MPI_INT, peer, 3, dup));
+    } else if (mt_rank == 1) {
+        /* A device buffer of 4 ints and a type whose last element lies 4 MiB past it: gdte refuses
+         * (host and device bytes in one buffer) before the MPI touches anything. */
+        int *d = mt_devmem_alloc(4 * sizeof(int));
+        MPI_Datatype far;
+        MPI_Type_vector(2, 2, 1 << 20, MPI_INT, &far);
+        MPI_Type_commit(&far);
+        MPI_Message msg;
+        MPI_Status st;
+        MT_MPI(MPI_Mprobe(peer, 3, dup, &msg, &st));
+        /* (Only with gdte: the MPI alone would write past the buffer.) */
+        int rc = mt_expect_gdte() ? MPI_Mrecv(d, 1, far, &msg, &st) : MPI_ERR_OTHER;
+        if (mt_expect_gdte()) {
+            MT_CHECK(rc != MPI_SUCCESS, "Mrecv into a buffer half outside device memory succeeded");
+            MT_CHECK(handler_calls == 1, "the message's communicator's handler ran %d times, want 1", handler_calls);
+        }
+        if (rc != MPI_SUCCESS) MT_MPI(MPI_Mrecv(v, 4, MPI_INT, &msg, &st)); /* the message is still there */
+        MPI_Type_free(&far);
+        mt_devmem_free(d);
+    }
+    MPI_Errhandler_free(&eh);
+    MPI_Comm_free(&dup);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (mt_size >= 2 && mt_rank < 2) {
         truncation();
+        mrecv_error_comm();
         many_small();
     }
     return mt_finish("regress_test");
