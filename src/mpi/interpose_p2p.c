@@ -320,18 +320,21 @@ typedef struct msg_comm {
     MPI_Comm comm;
     UT_hash_handle hh;
 } msg_comm_t;
-static msg_comm_t *msg_comms;
+static msg_comm_t *msg_comms, *msg_comm_free; /* the table; recycled entries (linked by hh.next) */
 static pthread_mutex_t msg_comm_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void gdte_ipo_message_note(MPI_Message msg, MPI_Comm comm)
 {
     if (msg == MPI_MESSAGE_NULL || msg == MPI_MESSAGE_NO_PROC) return;
-    msg_comm_t *e = malloc(sizeof *e);
-    if (!e) return; /* errors of its receive then go to MPI_COMM_WORLD */
-    e->msg = msg;
-    e->comm = comm;
     pthread_mutex_lock(&msg_comm_lock);
-    HASH_ADD(hh, msg_comms, msg, sizeof e->msg, e);
+    msg_comm_t *e = msg_comm_free;
+    if (e) msg_comm_free = e->hh.next;
+    else e = malloc(sizeof *e); /* grows to the most messages ever matched at once */
+    if (e) {
+        e->msg = msg;
+        e->comm = comm;
+        HASH_ADD(hh, msg_comms, msg, sizeof e->msg, e);
+    } /* else: errors of its receive go to MPI_COMM_WORLD */
     pthread_mutex_unlock(&msg_comm_lock);
 }
 
@@ -345,9 +348,10 @@ static MPI_Comm message_comm(const MPI_Message *msg)
     if (e) {
         HASH_DEL(msg_comms, e);
         c = e->comm;
+        e->hh.next = msg_comm_free;
+        msg_comm_free = e;
     }
     pthread_mutex_unlock(&msg_comm_lock);
-    free(e);
     return c;
 }
 
