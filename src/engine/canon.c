@@ -377,7 +377,7 @@ static gdte_status_t ir_over_child(const gdte_tobj_t *t, gdte_ir_t *ir)
 }
 
 static _Atomic int64_t ir_nodes;
-int64_t gdte_ir_nodes_visited(void) { return ir_nodes; }
+int64_t gdte_engine_nodes_visited(void) { return ir_nodes; }
 
 /* A node whose form waits for its children's: HVECTOR and HINDEXED (one child), STRUCT (each
  * child in turn, appended to `acc`). */

@@ -39,13 +39,14 @@ gdte_status_t gdte_engine_units(gdte_type_h type, const gdte_unit_t **units_p, i
  * kept only where they are much smaller than the units (else GDTE_ERR_UNSUPPORTED). */
 gdte_status_t gdte_engine_runs(gdte_type_h type, const gdte_run_t **runs_p, int64_t *nruns_p, int64_t *unit_size_p);
 
-/* Unique id of a type object (never reused within a process), for caches keyed by type. */
+/* Unique id of a type object (never reused within a process), for caches keyed by type: the
+ * value of the handle that names it, 0 for a dead handle. */
 uint64_t gdte_type_uid(gdte_type_h type);
 
 /* Engine-wide counters for tests/benchmarks. */
 int64_t gdte_engine_live_types(void);
-/* Type nodes walked by commits and canonical forms since the process started: tests bound the
- * work of an operation with it (e.g. O(n) for a chain of n dups, however it is committed). */
+/* Type nodes walked by canonical forms since the process started: tests bound the work of an
+ * operation with it (e.g. committing n dups of one type builds one form, in whatever order). */
 int64_t gdte_engine_nodes_visited(void);
 
 #endif

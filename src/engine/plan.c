@@ -129,9 +129,8 @@ gdte_status_t gdte_engine_runs(gdte_type_h h, const gdte_run_t **runs_p, int64_t
 
 gdte_status_t gdte_engine_layout(gdte_type_h h, int64_t count, gdte_layout_t *L)
 {
-    gdte_status_t st = gdte_type_check(h);
-    if (st != GDTE_OK) return st;
-    const gdte_tobj_t *t = gdte_type_obj(h);
+    const gdte_tobj_t *t = gdte_type_user_obj(h);
+    if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!t->committed) return GDTE_ERR_NOT_COMMITTED;
     if (count < 0) return GDTE_ERR_COUNT;
     const gdte_plan_t *p = t->plan;

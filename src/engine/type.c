@@ -7,7 +7,6 @@
 #include <string.h>
 #include "type_internal.h"
 
-static _Atomic uint64_t next_uid = 1;
 static _Atomic int64_t live_types;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -211,7 +210,7 @@ gdte_tobj_t *gdte_type_obj(gdte_type_h h)
 }
 
 /* The object of a handle the user still holds (not freed by gdte_type_free). */
-static gdte_tobj_t *user_obj(gdte_type_h h)
+gdte_tobj_t *gdte_type_user_obj(gdte_type_h h)
 {
     gdte_tobj_t *t = gdte_type_obj(h);
     return t && !atomic_load_explicit(&t->user_freed, memory_order_relaxed) ? t : NULL;
@@ -236,7 +235,6 @@ static int32_t size_align(int64_t size)
 
 static void init_basic(gdte_tobj_t *t, int64_t size, uint32_t tag)
 {
-    t->magic = GDTE_TYPE_MAGIC;
     t->kind = GDTE_NODE_BASIC;
     t->size = size;
     t->lb = 0;
@@ -261,7 +259,6 @@ static void predefined_init(void)
         t->align = predefined_align[i];
         t->predefined = 1;
         t->refcount = 1;
-        t->uid = next_uid++;
         t->handle = make_handle((uint64_t)i, 1);
         commit_locked(t);
     }
@@ -274,7 +271,7 @@ GDTE_API gdte_type_h gdte_type_predefined(gdte_basic_t basic)
     return predefined[basic].handle;
 }
 
-gdte_status_t gdte_type_check(gdte_type_h h) { return user_obj(h) ? GDTE_OK : GDTE_ERR_INVALID_TYPE; }
+gdte_status_t gdte_type_check(gdte_type_h h) { return gdte_type_user_obj(h) ? GDTE_OK : GDTE_ERR_INVALID_TYPE; }
 
 static void obj_retain(gdte_tobj_t *t)
 {
@@ -283,7 +280,8 @@ static void obj_retain(gdte_tobj_t *t)
 
 /* Drop one reference. Destroying a type drops its children's references, which may destroy
  * them too: those go on a work list threaded through the objects, so a chain of any length
- * is released in constant stack. */
+ * is released in constant stack. An object a constructor gave up on was never published
+ * (no handle): it goes the same way. */
 static void obj_release(gdte_tobj_t *t)
 {
     if (!t || t->predefined || atomic_fetch_sub(&t->refcount, 1) != 1) return;
@@ -291,7 +289,7 @@ static void obj_release(gdte_tobj_t *t)
     while (t) {
         gdte_tobj_t *d = t;
         t = d->next_dead;
-        slot_retire(d);
+        if (d->handle) slot_retire(d);
         if (d->backend_free && d->backend_slot) d->backend_free(d->backend_slot);
         gdte_plan_release(d->plan);
         int64_t nc = d->children ? d->count : d->child ? 1 : 0;
@@ -305,7 +303,6 @@ static void obj_release(gdte_tobj_t *t)
         free(d->children);
         free(d->blocklens);
         free(d->displs);
-        d->magic = 0;
         free(d);
     }
 }
@@ -322,10 +319,8 @@ static gdte_tobj_t *type_new(gdte_node_kind_t kind)
 {
     gdte_tobj_t *t = calloc(1, sizeof *t);
     if (!t) return NULL;
-    t->magic = GDTE_TYPE_MAGIC;
     t->kind = kind;
     t->refcount = 1;
-    t->uid = next_uid++;
     return t;
 }
 
@@ -391,7 +386,7 @@ static gdte_status_t bounds_store(gdte_tobj_t *t, const bounds_t *b)
 /* The object of a handle a constructor was given. */
 static gdte_status_t get_old(gdte_type_h h, gdte_tobj_t **o_p)
 {
-    return (*o_p = user_obj(h)) ? GDTE_OK : GDTE_ERR_INVALID_TYPE;
+    return (*o_p = gdte_type_user_obj(h)) ? GDTE_OK : GDTE_ERR_INVALID_TYPE;
 }
 
 /* Byte displacements, strides, lb and extent from the caller: INT64_MIN has no negation. */
@@ -421,15 +416,7 @@ static gdte_status_t finish(gdte_tobj_t *t, gdte_status_t st, gdte_type_h *type_
         st = GDTE_ERR_OVERFLOW;
     if (st == GDTE_OK) st = slot_publish(t);
     if (st != GDTE_OK) {
-        /* not published: undo by hand */
-        obj_release(t->child);
-        if (t->children) {
-            for (int64_t i = 0; i < t->count; i++) obj_release(t->children[i]);
-            free(t->children);
-        }
-        free(t->blocklens);
-        free(t->displs);
-        free(t);
+        obj_release(t); /* not published: frees it and drops what it holds */
         return st;
     }
     *type_p = t->handle;
@@ -442,10 +429,7 @@ GDTE_API gdte_status_t gdte_type_create_basic(int64_t size, uint32_t tag, gdte_t
     if (size < 1 || size > (1 << 20)) return GDTE_ERR_INVALID_ARG;
     gdte_tobj_t *t = type_new(GDTE_NODE_BASIC);
     if (!t) return GDTE_ERR_NO_MEMORY;
-    uint64_t uid = t->uid;
     init_basic(t, size, tag + 0x10000u); /* keep custom tags apart from predefined ones */
-    t->uid = uid;
-    t->refcount = 1;
     return finish(t, GDTE_OK, type_p);
 }
 
@@ -651,8 +635,11 @@ GDTE_API gdte_status_t gdte_type_dup(gdte_type_h old_h, gdte_type_h *type_p)
     if ((st = get_old(old_h, &old)) != GDTE_OK) return st;
     gdte_tobj_t *t = type_new(GDTE_NODE_DUP);
     if (!t) return GDTE_ERR_NO_MEMORY;
-    obj_retain(old);
-    t->child = old;
+    /* A dup of a dup is a dup of the same type map: every dup hangs off a type that is not
+     * one, so dups never chain and committing one is O(1), in whatever order. */
+    gdte_tobj_t *base = old->kind == GDTE_NODE_DUP ? old->child : old;
+    obj_retain(base);
+    t->child = base;
     t->depth = old->depth; /* a dup adds no level of description */
     t->size = old->size;
     t->lb = old->lb;
@@ -836,33 +823,24 @@ GDTE_API gdte_status_t gdte_type_create_darray(int size, int rank, int ndims, co
 
 /* ---------------------------------------------------------------------------------------- */
 static pthread_mutex_t commit_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int64_t commit_walked; /* dups walked by commits (gdte_engine_nodes_visited) */
 
-int64_t gdte_engine_nodes_visited(void) { return commit_walked + gdte_ir_nodes_visited(); }
-
-/* Commit with commit_lock held. A dup has its child's type map, so a chain of dups shares the
- * plan of the first non-dup below it: committing one caches the plan on every dup between
- * it and that node (and on the node), so committing any of them later is O(1), and a chain
- * of n dups costs O(n) in all, however it is committed. */
+/* Commit with commit_lock held. A dup has its child's type map (and its child is no dup): it
+ * shares the child's plan, built there if the child has none yet. */
 static gdte_status_t commit_locked(gdte_tobj_t *t)
 {
     if (t->committed) return GDTE_OK;
-    if (!t->plan) {
-        gdte_tobj_t *base = t;
-        while (base->kind == GDTE_NODE_DUP && !base->plan) base = base->child;
-        if (!base->plan) {
-            gdte_ir_t ir;
-            gdte_status_t st = gdte_ir_build(base, &ir);
-            if (st != GDTE_OK) return st;
-            st = gdte_plan_build(&ir, gdte_knob(GDTE_KNOB_DEV_UNIT), &base->plan);
-            gdte_ir_free(&ir);
-            if (st != GDTE_OK) return st;
-        }
-        for (gdte_tobj_t *x = t; x != base; x = x->child) {
-            atomic_fetch_add(&base->plan->refs, 1);
-            x->plan = base->plan;
-            commit_walked++;
-        }
+    gdte_tobj_t *base = t->kind == GDTE_NODE_DUP ? t->child : t;
+    if (!base->plan) {
+        gdte_ir_t ir;
+        gdte_status_t st = gdte_ir_build(base, &ir);
+        if (st != GDTE_OK) return st;
+        st = gdte_plan_build(&ir, gdte_knob(GDTE_KNOB_DEV_UNIT), &base->plan);
+        gdte_ir_free(&ir);
+        if (st != GDTE_OK) return st;
+    }
+    if (t != base) {
+        atomic_fetch_add(&base->plan->refs, 1);
+        t->plan = base->plan;
     }
     t->committed = 1;
     return GDTE_OK;
@@ -870,7 +848,7 @@ static gdte_status_t commit_locked(gdte_tobj_t *t)
 
 GDTE_API gdte_status_t gdte_type_commit(gdte_type_h type)
 {
-    gdte_tobj_t *t = user_obj(type);
+    gdte_tobj_t *t = gdte_type_user_obj(type);
     if (!t) return GDTE_ERR_INVALID_TYPE;
     if (t->committed) return GDTE_OK;
     pthread_mutex_lock(&commit_lock);
@@ -903,7 +881,7 @@ GDTE_API gdte_status_t gdte_type_free(gdte_type_h *type_p)
 
 GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h h, gdte_type_info_t *info_p)
 {
-    gdte_tobj_t *t = user_obj(h);
+    gdte_tobj_t *t = gdte_type_user_obj(h);
     if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!info_p) return GDTE_ERR_INVALID_ARG;
     gdte_type_info_t in;
@@ -940,7 +918,7 @@ GDTE_API gdte_status_t gdte_type_get_info(gdte_type_h h, gdte_type_info_t *info_
 
 gdte_status_t gdte_type_bounds(gdte_type_h h, gdte_bounds_t *b)
 {
-    gdte_tobj_t *t = user_obj(h);
+    gdte_tobj_t *t = gdte_type_user_obj(h);
     if (!t) return GDTE_ERR_INVALID_TYPE;
     *b = (gdte_bounds_t){t->size, t->lb, t->ub - t->lb, t->true_lb, t->true_ub - t->true_lb};
     return GDTE_OK;
@@ -948,7 +926,7 @@ gdte_status_t gdte_type_bounds(gdte_type_h h, gdte_bounds_t *b)
 
 GDTE_API gdte_status_t gdte_type_pack_size(int64_t count, gdte_type_h h, int64_t *size_p)
 {
-    gdte_tobj_t *t = user_obj(h);
+    gdte_tobj_t *t = gdte_type_user_obj(h);
     if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!size_p) return GDTE_ERR_INVALID_ARG;
     if (count < 0) return GDTE_ERR_COUNT;
@@ -960,7 +938,7 @@ GDTE_API gdte_status_t gdte_type_pack_size(int64_t count, gdte_type_h h, int64_t
 
 GDTE_API gdte_status_t gdte_type_signature(int64_t count, gdte_type_h h, uint64_t *hash_p, int64_t *nelems_p)
 {
-    gdte_tobj_t *t = user_obj(h);
+    gdte_tobj_t *t = gdte_type_user_obj(h);
     if (!t) return GDTE_ERR_INVALID_TYPE;
     if (count < 0) return GDTE_ERR_COUNT;
     int64_t n;
@@ -972,7 +950,7 @@ GDTE_API gdte_status_t gdte_type_signature(int64_t count, gdte_type_h h, uint64_
 
 GDTE_API gdte_status_t gdte_type_describe(gdte_type_h h, char *buf, size_t len)
 {
-    gdte_tobj_t *t = user_obj(h);
+    gdte_tobj_t *t = gdte_type_user_obj(h);
     if (!t) return GDTE_ERR_INVALID_TYPE;
     if (!buf || !len) return GDTE_ERR_INVALID_ARG;
     if (!t->committed) {
@@ -1002,7 +980,7 @@ void gdte_type_set_backend_slot(gdte_type_h h, void *slot, void (*free_fn)(void 
 uint64_t gdte_type_uid(gdte_type_h h)
 {
     gdte_tobj_t *t = gdte_type_obj(h);
-    return t ? t->uid : 0;
+    return t ? (uint64_t)(uintptr_t)t->handle : 0; /* (slot, generation): never named again */
 }
 
 int64_t gdte_engine_live_types(void) { return live_types; }

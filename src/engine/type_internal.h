@@ -12,8 +12,6 @@
 #include <stdatomic.h>
 #include "engine.h"
 
-#define GDTE_TYPE_MAGIC 0x67647465u /* "gdte" */
-
 typedef enum {
     GDTE_NODE_BASIC = 0,
     GDTE_NODE_HVECTOR,  /* count blocks of blocklen children, stride bytes apart */
@@ -27,12 +25,10 @@ struct gdte_plan;
 
 typedef struct gdte_tobj gdte_tobj_t;
 struct gdte_tobj {
-    uint32_t magic;
     int predefined;
     _Atomic int64_t refcount; /* user handle + parents + operations in flight */
     _Atomic int user_freed;
-    uint64_t uid;
-    gdte_type_h handle;       /* the handle that names this object */
+    gdte_type_h handle;       /* the handle that names this object (NULL until published) */
     gdte_node_kind_t kind;
     int depth;                /* nesting levels below (a dup adds none); <= GDTE_MAX_TYPE_DEPTH */
 
@@ -58,16 +54,16 @@ struct gdte_tobj {
     int64_t *blocklens;       /* HINDEXED, STRUCT */
     int64_t *displs;          /* HINDEXED, STRUCT: bytes */
     gdte_tobj_t **children;   /* STRUCT */
-    gdte_tobj_t *child;       /* HVECTOR, HINDEXED, RESIZED, DUP */
+    gdte_tobj_t *child;       /* HVECTOR, HINDEXED, RESIZED, DUP (never itself a DUP) */
 
-    /* Commit. `plan` may be set before `committed`: a dup chain shares one plan (refcounted),
-     * cached on the dups below a committed one so that committing each costs O(1). */
+    /* Commit. A dup shares its child's plan (refcounted): committing a dup builds the plan
+     * on the child without committing it, so `plan` may be set before `committed`. */
     int committed;
     struct gdte_plan *plan;
     void *backend_slot;
     void (*backend_free)(void *);
 
-    gdte_tobj_t *next_dead;   /* type_destroy's work list: no recursion over a long chain */
+    gdte_tobj_t *next_dead;   /* obj_release's work list: no recursion over a long chain */
 };
 
 /* A handle's value: (generation << GDTE_HANDLE_SLOT_BITS) | registry slot. */
@@ -81,6 +77,8 @@ static inline uint64_t gdte_handle_gen(gdte_type_h h) { return (uint64_t)(uintpt
 /* The object a handle names, or NULL for a NULL, stale or foreign handle (a handle freed by
  * the user still resolves while internal references keep its object alive). */
 gdte_tobj_t *gdte_type_obj(gdte_type_h type);
+/* The same, NULL also once the user freed the handle: what user calls accept. */
+gdte_tobj_t *gdte_type_user_obj(gdte_type_h type);
 
 static inline int64_t gdte_type_extent_(const gdte_tobj_t *t) { return t->ub - t->lb; }
 
@@ -104,8 +102,6 @@ typedef struct gdte_ir {
 } gdte_ir_t;
 
 gdte_status_t gdte_ir_build(const gdte_tobj_t *t, gdte_ir_t *ir);
-/* Type nodes visited by gdte_ir_build since the process started (tests count work with it). */
-int64_t gdte_ir_nodes_visited(void);
 void gdte_ir_free(gdte_ir_t *ir);
 int64_t gdte_ir_nblocks(const gdte_ir_t *ir);
 /* Grid simplification shared by the canonical form and layouts (see canon.c). */
