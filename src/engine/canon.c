@@ -23,26 +23,12 @@ static void ir_init(gdte_ir_t *ir) { memset(ir, 0, sizeof *ir); }
 static gdte_status_t ir_reserve_segs(gdte_ir_t *ir, int64_t more)
 {
     if (ir->nsegs + more > IR_MAX_SEGS) return GDTE_ERR_NO_MEMORY;
-    if (ir->nsegs + more <= ir->segcap) return GDTE_OK;
-    int64_t cap = ir->segcap ? ir->segcap : 4;
-    while (cap < ir->nsegs + more) cap *= 2;
-    gdte_seg_t *s = realloc(ir->segs, (size_t)cap * sizeof *s);
-    if (!s) return GDTE_ERR_NO_MEMORY;
-    ir->segs = s;
-    ir->segcap = cap;
-    return GDTE_OK;
+    return gdte_grow(ir->segs, &ir->segcap, ir->nsegs + more, 4);
 }
 
 static gdte_status_t ir_reserve_dims(gdte_ir_t *ir, int64_t more)
 {
-    if (ir->ndims + more <= ir->dimcap) return GDTE_OK;
-    int64_t cap = ir->dimcap ? ir->dimcap : 8;
-    while (cap < ir->ndims + more) cap *= 2;
-    gdte_dim_t *d = realloc(ir->dims, (size_t)cap * sizeof *d);
-    if (!d) return GDTE_ERR_NO_MEMORY;
-    ir->dims = d;
-    ir->dimcap = cap;
-    return GDTE_OK;
+    return gdte_grow(ir->dims, &ir->dimcap, ir->ndims + more, 8);
 }
 
 /* The dimensions of a segment. The pool stays NULL while every segment is 0-D, and
@@ -383,8 +369,8 @@ int64_t gdte_engine_nodes_visited(void) { return ir_nodes; }
  * child in turn, appended to `acc`). */
 typedef struct ir_frame {
     const gdte_tobj_t *t;
-    int64_t next;  /* STRUCT: the child being built */
-    gdte_ir_t *acc; /* STRUCT: the members so far */
+    int64_t next; /* STRUCT: the child being built */
+    gdte_ir_t acc; /* STRUCT: the members so far */
 } ir_frame_t;
 
 /* The form of a type, built bottom-up without recursion: descend to a leaf pushing a frame
@@ -414,28 +400,9 @@ static gdte_status_t ir_of(const gdte_tobj_t *t, gdte_ir_t *ir)
                 st = GDTE_ERR_INTERNAL;
                 break;
             }
-            if (n == cap) {
-                int64_t ncap = cap ? 2 * cap : 64;
-                ir_frame_t *ns = realloc(stack, (size_t)ncap * sizeof *ns);
-                if (!ns) {
-                    st = GDTE_ERR_NO_MEMORY;
-                    break;
-                }
-                stack = ns;
-                cap = ncap;
-            }
-            ir_frame_t *f = &stack[n++];
-            *f = (ir_frame_t){t, 0, NULL};
-            if (t->kind == GDTE_NODE_STRUCT) {
-                if (!(f->acc = malloc(sizeof *f->acc))) {
-                    st = GDTE_ERR_NO_MEMORY;
-                    break;
-                }
-                ir_init(f->acc);
-                t = t->children[0];
-            } else {
-                t = t->child;
-            }
+            if ((st = gdte_grow(stack, &cap, n + 1, 64)) != GDTE_OK) break;
+            stack[n++] = (ir_frame_t){.t = t}; /* acc: empty */
+            t = t->kind == GDTE_NODE_STRUCT ? t->children[0] : t->child;
         }
         if (st != GDTE_OK) goto fail;
         /* Ascend: fold *ir into the frames above until one needs its next child. */
@@ -445,7 +412,7 @@ static gdte_status_t ir_of(const gdte_tobj_t *t, gdte_ir_t *ir)
             if (f->t->kind == GDTE_NODE_STRUCT) {
                 const gdte_tobj_t *s = f->t;
                 const gdte_tobj_t *ch = s->children[f->next];
-                st = ir_append_unrolled(f->acc, ir, (gdte_dim_t){s->blocklens[f->next], gdte_type_extent_(ch)},
+                st = ir_append_unrolled(&f->acc, ir, (gdte_dim_t){s->blocklens[f->next], gdte_type_extent_(ch)},
                                         s->displs[f->next]);
                 gdte_ir_free(ir);
                 if (st != GDTE_OK) goto fail;
@@ -454,8 +421,7 @@ static gdte_status_t ir_of(const gdte_tobj_t *t, gdte_ir_t *ir)
                     more = 1;
                     continue;
                 }
-                *ir = *f->acc;
-                free(f->acc);
+                *ir = f->acc;
                 n--;
                 st = ir_simplify(ir);
             } else {
@@ -470,13 +436,7 @@ static gdte_status_t ir_of(const gdte_tobj_t *t, gdte_ir_t *ir)
     return GDTE_OK;
 fail:
     gdte_ir_free(ir);
-    while (n > 0) {
-        ir_frame_t *f = &stack[--n];
-        if (f->acc) {
-            gdte_ir_free(f->acc);
-            free(f->acc);
-        }
-    }
+    while (n > 0) gdte_ir_free(&stack[--n].acc);
     free(stack);
     return st;
 }

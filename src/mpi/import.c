@@ -22,14 +22,17 @@ static _Atomic int keyval_ready;
 static _Atomic int64_t stat_builds, stat_wrapped, stat_named;
 
 /* What a derived datatype's attribute points to. `committed` lets the hit path skip
- * gdte_type_commit (which validates the handle under the engine's registry lock). */
+ * gdte_type_commit and the import lock (set once the type is committed). */
 typedef struct import_entry {
     gdte_type_h type; /* one reference, owned by the entry */
     _Atomic int committed;
 } import_entry_t;
 
 /* Predefined (named) types: MPI does not promise attributes on them, so they live here.
- * Open addressing over the handle's bits; key 0 is an empty slot. */
+ * Open addressing over the handle's bits; key 0 is an empty slot. Our own table rather than
+ * uthash: every device message with a predefined type looks it up, and here readers take no
+ * lock (a slot's key is published last, with release order, and entries are never removed
+ * while MPI runs); uthash would need a lock around every lookup. */
 #define NAMED_SLOTS 512
 typedef struct named_slot {
     _Atomic uint64_t key;
@@ -651,16 +654,7 @@ static gdte_status_t import_rec(MPI_Datatype dt, gdte_type_h *t_p)
             st = GDTE_ERR_UNSUPPORTED;
             goto fail;
         }
-        if (n == cap) {
-            int64_t ncap = cap ? 2 * cap : 64;
-            frame_t *ns = realloc(stack, (size_t)ncap * sizeof *ns);
-            if (!ns) {
-                st = GDTE_ERR_NO_MEMORY;
-                goto fail;
-            }
-            stack = ns;
-            cap = ncap;
-        }
+        if ((st = gdte_grow(stack, &cap, n + 1, 64)) != GDTE_OK) goto fail;
         st = frame_open(&stack[n++], dt, ni, na, nd, comb);
         if (st != GDTE_OK) goto fail;
         /* Import children until one needs a frame of its own, or the top frame is complete. */

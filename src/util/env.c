@@ -45,7 +45,7 @@ int gdte_env_unknown(void (*fn)(const char *name, const char *closest, void *arg
         name[len] = 0;
         const char *closest = NULL;
         int best = 3, known = 0;
-        for (int i = 0; i < GDTE_KNOB_COUNT_ && !known; i++) {
+        for (int i = 0; i < GDTE_KNOB_COUNT_; i++) {
             const char *k = gdte_knob_desc((gdte_knob_id_t)i)->name;
             if (!strcmp(k, name)) {
                 known = 1;

@@ -1,12 +1,14 @@
 /*
  * util.h: services every layer may use: logging, knobs (GDTE_* environment variables),
- * checked arithmetic, time. May call: libc only.
+ * checked arithmetic, growable arrays, time. May call: libc only.
  */
 #ifndef GDTE_UTIL_H
 #define GDTE_UTIL_H
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 #include "gdte.h"
 
 #define GDTE_INTERNAL __attribute__((visibility("hidden")))
@@ -91,6 +93,27 @@ int gdte_fault_hit(gdte_knob_id_t knob);
 static inline int gdte_mul_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
 static inline int gdte_add_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
 static inline int gdte_sub_ovf(int64_t a, int64_t b, int64_t *r) { return __builtin_sub_overflow(a, b, r); }
+
+/* ---- growable arrays ---- */
+/* Room for `need` elements in the array `arr` (a T * lvalue; NULL with *cap_p == 0 when
+ * empty), whose capacity *cap_p doubles from `first`: GDTE_OK, or GDTE_ERR_NO_MEMORY with
+ * `arr` and *cap_p as they were. */
+#define gdte_grow(arr, cap_p, need, first) gdte_grow_(&(arr), (cap_p), (need), sizeof *(arr), (first))
+static inline gdte_status_t gdte_grow_(void *arr_p, int64_t *cap_p, int64_t need, size_t size, int64_t first)
+{
+    int64_t cap = *cap_p;
+    if (need <= cap) return GDTE_OK;
+    if (cap < first) cap = first;
+    while (cap < need)
+        if (gdte_mul_ovf(cap, 2, &cap)) return GDTE_ERR_NO_MEMORY;
+    if ((uint64_t)cap > SIZE_MAX / size) return GDTE_ERR_NO_MEMORY;
+    void *a, *n;
+    memcpy(&a, arr_p, sizeof a); /* any T * through void *, without aliasing it */
+    if (!(n = realloc(a, (size_t)cap * size))) return GDTE_ERR_NO_MEMORY;
+    memcpy(arr_p, &n, sizeof n);
+    *cap_p = cap;
+    return GDTE_OK;
+}
 
 /* ---- time ---- */
 double gdte_time_now(void); /* seconds, monotonic */
