@@ -61,6 +61,7 @@ typedef struct gdte_layout {
     int64_t disp;
     int64_t blocklen;
     int64_t total; /* packed bytes of the whole operation */
+    int64_t true_lb; /* first byte element 0 touches, relative to the buffer (the type's true lb) */
     int64_t count[GDTE_MAX_DIMS];
     int64_t stride[GDTE_MAX_DIMS];
     /* UNITS only */

@@ -138,6 +138,7 @@ gdte_status_t gdte_engine_layout(gdte_type_h h, int64_t count, gdte_layout_t *L)
     if (gdte_mul_ovf(count, t->size, &total)) return GDTE_ERR_OVERFLOW;
     memset(L, 0, sizeof *L);
     L->total = total;
+    L->true_lb = t->true_lb;
     if (total == 0 || p->kind == GDTE_LAYOUT_KIND_EMPTY) {
         L->kind = GDTE_LAYOUT_KIND_EMPTY;
         return GDTE_OK;

@@ -90,8 +90,8 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
     int64_t offset = 0, max_bytes = INT64_MAX;
     uint64_t flags = 0;
     gdte_stream_t stream = NULL;
-    if ((st = gdte_type_check(type)) != GDTE_OK) return st;
-    if (count < 0) return GDTE_ERR_COUNT;
+    /* The layout validates the handle (first) and the count: one lookup of the type per call. */
+    if ((st = gdte_engine_layout(type, count, &L)) != GDTE_OK) return st;
     if (avail < 0) return GDTE_ERR_INVALID_ARG;
     if (params) {
         if (params->field_mask & GDTE_PACK_FIELD_OFFSET) offset = params->offset;
@@ -100,7 +100,6 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
         if (params->field_mask & GDTE_PACK_FIELD_FLAGS) flags = params->flags;
     }
     if (offset < 0 || max_bytes < 0) return GDTE_ERR_INVALID_ARG;
-    if ((st = gdte_engine_layout(type, count, &L)) != GDTE_OK) return st;
     if (offset > L.total) return GDTE_ERR_OFFSET;
     int64_t n = L.total - offset;
     if (n > avail) n = avail;
@@ -109,19 +108,17 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
         if (done_p) *done_p = 0;
         return GDTE_OK;
     }
-    gdte_bounds_t ti;
-    if ((st = gdte_type_bounds(type, &ti)) != GDTE_OK) return st;
     /* The first byte the operation touches (with count > 1 and a negative extent a later
      * element may lie lower, but this one is touched too). */
     const char *first;
-    if (!user && ti.true_lb != 0) {
+    if (!user && L.true_lb != 0) {
         /* MPI_BOTTOM: the type's displacements are absolute addresses. Rebase on the first
          * touched byte so no executor offsets a null pointer. */
-        user = (void *)(uintptr_t)ti.true_lb;
-        L.disp -= ti.true_lb;
+        user = (void *)(uintptr_t)L.true_lb;
+        L.disp -= L.true_lb;
         first = (const char *)user;
     } else {
-        first = (const char *)((uintptr_t)user + (uintptr_t)ti.true_lb);
+        first = (const char *)((uintptr_t)user + (uintptr_t)L.true_lb);
     }
     if (!user || !packed) return GDTE_ERR_NULL_BUFFER;
 
