@@ -10,10 +10,12 @@
 #define STAGE_MIN_SHIFT 12 /* 4 KiB: below that the class bookkeeping costs more than it saves */
 #define STAGE_CLASSES 30   /* up to 2^41 bytes */
 #define STAGE_POOLS 3      /* host, device, fake device */
-/* Free buffers kept per class: at least STAGE_RETAIN_MIN, and as many as fit in
- * STAGE_RETAIN_BYTES. More are returned to the system on release, so a burst of many
- * outstanding messages does not stay resident after it completes. */
-#define STAGE_RETAIN_MIN 4
+/* Free buffers kept per class: as many as fit in STAGE_RETAIN_BYTES, and at least
+ * STAGE_RETAIN_MIN (a window of 64 large messages, as an OSU-style bandwidth loop keeps in
+ * flight, would otherwise be unpinned and pinned again on every iteration). More are returned
+ * to the system on release, so a burst of many small outstanding messages does not stay
+ * resident after it completes. GDTE_STAGING_MAX caps the whole pool above this. */
+#define STAGE_RETAIN_MIN 64
 #define STAGE_RETAIN_BYTES (8 << 20)
 
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
