@@ -67,6 +67,8 @@ void gdte_fake_clear(void);
 /* Report a gdte failure of MPI call `fn` through `comm`'s error handler; returns the MPI error
  * class (when the handler returns). */
 int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st);
+/* A buffer partly host and partly device memory: MPI_ERR_BUFFER through `comm`'s handler. */
+int gdte_ipo_mixed_fail(MPI_Comm comm, const char *fn, MPI_Datatype dt, int count);
 
 /* ---- datatypes ---- */
 /* The committed gdte type of `dt` and the packed bytes of `count` elements. */
@@ -134,6 +136,17 @@ int gdte_ipo_start(MPI_Request *req);
 int gdte_ipo_startall(int n, MPI_Request reqs[]);
 /* Complete every orphan (at MPI_Finalize). */
 void gdte_ipo_orphans_drain(void);
+
+/* ---- deferred GPU work (interpose_pack.c) ----
+ * Work gdte queued on its streams and has not waited for yet (asynchronous MPI_Pack/MPI_Unpack
+ * between device buffers). Every intercepted call that hands a buffer to the MPI, or returns a
+ * buffer to the application, flushes it first: one load when nothing is pending. */
+extern _Atomic int gdte_ipo_pending_g;
+void gdte_ipo_pending_flush_slow(void);
+static inline void gdte_ipo_pending_flush(void)
+{
+    if (atomic_load_explicit(&gdte_ipo_pending_g, memory_order_acquire)) gdte_ipo_pending_flush_slow();
+}
 
 /* ---- point to point (interpose_p2p.c) ---- */
 typedef enum { GDTE_IPO_STD = 0, GDTE_IPO_SYNC, GDTE_IPO_BUFFERED, GDTE_IPO_READY } gdte_ipo_mode_t;

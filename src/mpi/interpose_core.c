@@ -301,3 +301,14 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         if (!strcmp(tab[i].n, name)) return tab[i].v;
     return -1;
 }
+
+/* A buffer whose touched bytes are partly host and partly device memory. A type too large to
+ * send at all is reported as that (the more useful message when the last byte lies far past
+ * the allocation). */
+int gdte_ipo_mixed_fail(MPI_Comm comm, const char *fn, MPI_Datatype dt, int count)
+{
+    gdte_type_h t;
+    int64_t n;
+    gdte_status_t st = gdte_ipo_type(dt, count, &t, &n);
+    return gdte_ipo_fail(comm, fn, st != GDTE_OK ? st : GDTE_ERR_MEMORY_KIND);
+}

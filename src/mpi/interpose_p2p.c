@@ -68,17 +68,6 @@ typedef struct msg {
     gdte_stage_t *stage;
 } msg_t;
 
-/* A buffer whose touched bytes are partly host and partly device memory. A type too large to
- * send at all is reported as that (the more useful message when the last byte lies far past
- * the allocation). */
-static int mixed_fail(MPI_Comm comm, const char *fn, MPI_Datatype dt, int count)
-{
-    gdte_type_h t;
-    int64_t n;
-    gdte_status_t st = gdte_ipo_type(dt, count, &t, &n);
-    return gdte_ipo_fail(comm, fn, st != GDTE_OK ? st : GDTE_ERR_MEMORY_KIND);
-}
-
 /* Receives are posted at the end of their staging, before its guard page (staging.h). */
 #define RECV_AT(m) gdte_stage_tail((m).stage, (size_t)(m).nbytes)
 
@@ -125,7 +114,7 @@ int gdte_ipo_send(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype
 {
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return next_send(mode, buf, count, dt, dest, tag, comm);
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, send_name(mode, 0), dt, count);
+    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, send_name(mode, 0), dt, count);
     msg_t m;
     int rc = msg_pack(send_name(mode, 0), comm, buf, count, dt, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -143,7 +132,7 @@ int gdte_ipo_isend(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatyp
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return next_isend(mode, buf, count, dt, dest, tag, comm, req);
     const char *fn = send_name(mode, 1);
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, fn, dt, count);
+    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, fn, dt, count);
     gdte_ipo_req_t *r = gdte_ipo_req_new();
     if (!r) return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
     msg_t m;
@@ -175,7 +164,7 @@ int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Dat
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return next_send_init(mode, buf, count, dt, dest, tag, comm, req);
     static const char *names[4] = {"MPI_Send_init", "MPI_Ssend_init", "MPI_Bsend_init", "MPI_Rsend_init"};
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, names[mode], dt, count);
+    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, names[mode], dt, count);
     msg_t m;
     int rc = msg_prepare(names[mode], comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -259,7 +248,7 @@ int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MP
 {
     gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Recv", dt, count);
+    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Recv", dt, count);
     msg_t m;
     int rc = msg_prepare("MPI_Recv", comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -278,7 +267,7 @@ static int recv_request(int persistent, void *buf, int count, MPI_Datatype dt, i
     if (kind == GDTE_IPO_HOST)
         return persistent ? IPO_NEXT(Recv_init)(buf, count, dt, source, tag, comm, req)
                           : IPO_NEXT(Irecv)(buf, count, dt, source, tag, comm, req);
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, fn, dt, count);
+    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, fn, dt, count);
     msg_t m;
     int rc = msg_prepare(fn, comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -362,7 +351,7 @@ int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_
     MPI_Comm comm = message_comm(msg);
     gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Mrecv", dt, count);
+    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Mrecv", dt, count);
     msg_t m;
     int rc = msg_prepare("MPI_Mrecv", comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -377,7 +366,7 @@ int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI
     MPI_Comm comm = message_comm(msg);
     gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
-    if (kind == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Imrecv", dt, count);
+    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Imrecv", dt, count);
     msg_t m;
     int rc = msg_prepare("MPI_Imrecv", comm, dt, count, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -406,8 +395,8 @@ int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, 
     gdte_ipo_kind_t rk = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(rbuf, rcount, rdt);
     if (sk == GDTE_IPO_HOST && rk == GDTE_IPO_HOST)
         return IPO_NEXT(Sendrecv)(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
-    if (sk == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Sendrecv", sdt, scount);
-    if (rk == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Sendrecv", rdt, rcount);
+    if (sk == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Sendrecv", sdt, scount);
+    if (rk == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Sendrecv", rdt, rcount);
     msg_t ms = {0}, mr = {0};
     int rc;
     const void *sb = sbuf;
@@ -457,7 +446,7 @@ int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, i
 {
     gdte_ipo_kind_t k = gdte_ipo_buf_kind(buf, count, dt);
     if (k == GDTE_IPO_HOST) return IPO_NEXT(Sendrecv_replace)(buf, count, dt, dest, stag, source, rtag, comm, status);
-    if (k == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Sendrecv_replace", dt, count);
+    if (k == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Sendrecv_replace", dt, count);
     /* Two staging buffers: the outgoing stream must be read in full before the incoming one
      * lands, which the MPI's own replace does with a temporary of its own. */
     msg_t ms, mr;
@@ -481,111 +470,4 @@ int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, i
     gdte_stage_release(mr.stage);
     if (status != MPI_STATUS_IGNORE) *status = st;
     return rc != MPI_SUCCESS ? rc : erc;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* MPI_Pack / MPI_Unpack with a device buffer on either side. The packed bytes are gdte's
- * stream, which equals MPI_Pack's on a homogeneous system, so a buffer packed here unpacks
- * with the MPI's own MPI_Unpack and the other way round. `position` advances by the packed
- * size; a buffer too small is MPI_ERR_TRUNCATE with nothing written, as the MPI does. */
-
-static int host_side(gdte_ipo_kind_t k) { return k != GDTE_IPO_DEVICE; }
-
-static gdte_status_t exec_direct(int unpack, void *user, int count, gdte_type_h t, void *packed, int64_t n, int host)
-{
-    gdte_pack_params_t p = {0};
-    if (host) {
-        p.field_mask = GDTE_PACK_FIELD_FLAGS;
-        p.flags = GDTE_PACK_FLAG_HOST;
-    }
-    int64_t done = 0;
-    gdte_status_t st = unpack ? gdte_unpack(packed, n, user, count, t, &p, &done)
-                              : gdte_pack(user, count, t, packed, n, &p, &done);
-    return st == GDTE_OK && done != n ? GDTE_ERR_INTERNAL : st;
-}
-
-/* One side is real device memory and the other host-addressable: bounce the packed stream
- * through pinned staging. */
-static gdte_status_t exec_bounce(int unpack, void *user, int count, gdte_type_h t, void *packed, int64_t n,
-                                 int user_on_device)
-{
-    if (user_on_device) {
-        /* Pipelined kernels + copies straight between the device data and host bytes. */
-        return unpack ? gdte_xfer_unpack_from_host(packed, 0, n, user, count, t, 0)
-                      : gdte_xfer_pack_to_host(user, count, t, 0, packed, 0, n);
-    }
-    /* Host data, packed bytes on the device: host executor into staging, one copy. */
-    gdte_stage_t *s;
-    gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)n, &s);
-    if (st != GDTE_OK) return st;
-    if (unpack) {
-        st = gdte_gpu_memcpy(s->ptr, packed, (size_t)n);
-        if (st == GDTE_OK) st = exec_direct(1, user, count, t, s->ptr, n, 1);
-    } else {
-        st = exec_direct(0, user, count, t, s->ptr, n, 1);
-        if (st == GDTE_OK) st = gdte_gpu_memcpy(packed, s->ptr, (size_t)n);
-    }
-    gdte_stage_release(s);
-    return st;
-}
-
-static int pack_common(int unpack, void *user, int count, MPI_Datatype dt, void *pbuf, int psize, int *position,
-                       MPI_Comm comm, gdte_ipo_kind_t uk, gdte_ipo_kind_t pk)
-{
-    const char *fn = unpack ? "MPI_Unpack" : "MPI_Pack";
-    gdte_type_h t;
-    int64_t n;
-    gdte_status_t st = gdte_ipo_type(dt, count, &t, &n);
-    if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
-    if (!position || *position < 0 || (int64_t)*position + n > (int64_t)psize) {
-        /* Not gdte's failure: the MPI's own error, through the same handler. */
-        PMPI_Comm_call_errhandler(comm, MPI_ERR_TRUNCATE);
-        return MPI_ERR_TRUNCATE;
-    }
-    char *p = (char *)pbuf + *position;
-    if (n > 0) {
-        if (host_side(uk) && host_side(pk))
-            st = exec_direct(unpack, user, count, t, p, n, 1);
-        else if (!host_side(uk) && !host_side(pk))
-            st = exec_direct(unpack, user, count, t, p, n, 0);
-        else
-            st = exec_bounce(unpack, user, count, t, p, n, !host_side(uk));
-        if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
-    }
-    *position += (int)n;
-    gdte_debug("%s: %lld bytes at position %d, %s buffer %s, packed buffer %s", fn, (long long)n, *position - (int)n,
-               unpack ? "output" : "input", host_side(uk) ? "host" : "device", host_side(pk) ? "host" : "device");
-    if (unpack) {
-        gdte_ipo_cnt_g.unpacks++;
-        gdte_ipo_cnt_g.bytes_unpacked += n;
-    } else {
-        gdte_ipo_cnt_g.packs++;
-        gdte_ipo_cnt_g.bytes_packed += n;
-    }
-    return MPI_SUCCESS;
-}
-
-int gdte_ipo_pack(const void *inbuf, int incount, MPI_Datatype dt, void *outbuf, int outsize, int *position,
-                  MPI_Comm comm)
-{
-    gdte_ipo_kind_t uk = gdte_ipo_buf_kind(inbuf, incount, dt);
-    gdte_ipo_kind_t pk = incount && outbuf && position ? gdte_ipo_buf_kind((char *)outbuf + *position, 1, MPI_BYTE)
-                                                       : GDTE_IPO_HOST;
-    if (uk == GDTE_IPO_HOST && pk == GDTE_IPO_HOST)
-        return IPO_NEXT(Pack)(inbuf, incount, dt, outbuf, outsize, position, comm);
-    if (uk == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Pack", dt, incount);
-    return pack_common(0, (void *)inbuf, incount, dt, outbuf, outsize, position, comm, uk, pk);
-}
-
-int gdte_ipo_unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype dt,
-                    MPI_Comm comm)
-{
-    gdte_ipo_kind_t uk = gdte_ipo_buf_kind(outbuf, outcount, dt);
-    gdte_ipo_kind_t pk = outcount && inbuf && position
-                             ? gdte_ipo_buf_kind((const char *)inbuf + *position, 1, MPI_BYTE)
-                             : GDTE_IPO_HOST;
-    if (uk == GDTE_IPO_HOST && pk == GDTE_IPO_HOST)
-        return IPO_NEXT(Unpack)(inbuf, insize, position, outbuf, outcount, dt, comm);
-    if (uk == GDTE_IPO_MIXED) return mixed_fail(comm, "MPI_Unpack", dt, outcount);
-    return pack_common(1, outbuf, outcount, dt, (void *)inbuf, insize, position, comm, uk, pk);
 }
