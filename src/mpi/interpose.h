@@ -52,6 +52,11 @@ int gdte_ipo_finalize(void);
 /* The highest thread level the interposer supports: its state is under locks. */
 #define GDTE_IPO_THREAD_MAX MPI_THREAD_MULTIPLE
 
+/* 1 when the MPI underneath moves device memory itself (GDTE_MPI_GPU_AWARE, decided at
+ * MPI_Init): device messages are then packed into device staging and handed to it. */
+extern int gdte_ipo_gpu_aware_g;
+static inline int gdte_ipo_gpu_aware(void) { return gdte_ipo_gpu_aware_g; }
+
 /* ---- memory kinds ---- */
 typedef enum { GDTE_IPO_HOST = 0, GDTE_IPO_DEVICE = 1, GDTE_IPO_FAKE = 2, GDTE_IPO_MIXED = 3 } gdte_ipo_kind_t;
 /* Where the data of (buf, count, dt) lives: the kind of the bytes the type touches. Host unless a

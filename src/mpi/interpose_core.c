@@ -28,6 +28,43 @@ gdte_ipo_counters_t gdte_ipo_cnt_g;
 
 static int fake_on;
 static int gdte_started;
+int gdte_ipo_gpu_aware_g;
+
+/* Whether the MPI underneath says it moves device memory. Asked through the extension
+ * functions of whichever MPI is loaded, found at run time (none of them is in every mpi.h):
+ * Open MPI's MPIX_Query_cuda_support (4.x, 5.x) and MPIX_Query_rocm_support (5.x), MPICH's
+ * MPIX_GPU_query_support (4.x; 1 = CUDA, 2 = ZE, 3 = HIP in its MPIX_GPU_SUPPORT_* order).
+ * The one for this build's GPU runtime decides. */
+static int mpi_says_gpu_aware(const char **how)
+{
+    int hip = gdte_gpu_backend() == GDTE_GPU_BACKEND_HIP;
+    int (*query)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, hip ? "MPIX_Query_rocm_support" : "MPIX_Query_cuda_support");
+    if (query) {
+        *how = hip ? "MPIX_Query_rocm_support()" : "MPIX_Query_cuda_support()";
+        return query() == 1;
+    }
+    int (*mpich)(int, int *) = (int (*)(int, int *))dlsym(RTLD_DEFAULT, "MPIX_GPU_query_support");
+    if (mpich) {
+        int yes = 0;
+        *how = "MPIX_GPU_query_support()";
+        return mpich(hip ? 3 : 1, &yes) == MPI_SUCCESS && yes;
+    }
+    *how = "no query function in this MPI";
+    return 0;
+}
+
+static void decide_gpu_aware(void)
+{
+    int64_t k = gdte_knob(GDTE_KNOB_MPI_GPU_AWARE); /* auto|0|1 */
+    const char *how = "GDTE_MPI_GPU_AWARE";
+    if (k == 0) gdte_ipo_gpu_aware_g = mpi_says_gpu_aware(&how);
+    else gdte_ipo_gpu_aware_g = k == 2;
+    /* With a fake device the "device" is host memory any MPI can read: the device-staging path
+     * runs in CI when asked for. Without a GPU there is nothing to stage on a device. */
+    if (!gdte_gpu_available() && !fake_on) gdte_ipo_gpu_aware_g = 0;
+    gdte_info("MPI %s device memory (%s): device messages staged in %s memory", gdte_ipo_gpu_aware_g ? "moves" : "cannot move",
+              how, gdte_ipo_gpu_aware_g ? "device" : "pinned host");
+}
 
 __attribute__((constructor)) static void ipo_resolve_next(void)
 {
@@ -61,6 +98,7 @@ int gdte_ipo_init(void)
     if (st != GDTE_OK) return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Init", st);
     gdte_log_set_rank(rank);
     fake_on = (int)gdte_knob(GDTE_KNOB_FAKE_DEVICE);
+    decide_gpu_aware();
     gdte_info("interposer on: GPU %s, fake device %s", gdte_gpu_available() ? "available" : "absent",
               fake_on ? "on" : "off");
     atomic_store_explicit(&gdte_ipo_on_g, 1, memory_order_release);

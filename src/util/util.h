@@ -45,6 +45,7 @@ void gdte_log_emit(gdte_log_level_t lvl, const char *file, int line, const char 
     X(TIMEOUT, "GDTE_TIMEOUT", INT, "120", "1..86400 (seconds)", "a request with no progress for this long fails") \
     X(CACHE_MAX, "GDTE_CACHE_MAX", SIZE, "268435456", "0..2^40 (0: no limit)", "device plan cache bytes; least recently used plans are evicted") \
     X(STAGING_MAX, "GDTE_STAGING_MAX", SIZE, "268435456", "65536..2^40", "staging (pinned and device) bytes per pool: one pool per gdte_comm context, where a transfer waits for room, and one in the interposer, where the bound is soft (past it a message gets a buffer of its own, warned once)") \
+    X(MPI_GPU_AWARE, "GDTE_MPI_GPU_AWARE", ENUM, "auto", "auto|0|1", "interposer: the MPI underneath moves device memory itself (auto: ask it, MPIX_Query_cuda_support / MPIX_Query_rocm_support / MPIX_GPU_query_support); then device messages are packed into device staging and handed to it, and contiguous ones go untouched") \
     X(DISABLE, "GDTE_DISABLE", BOOL, "0", "0|1", "interposer: pass every call to MPI untouched") \
     X(FAKE_DEVICE, "GDTE_FAKE_DEVICE", BOOL, "0", "0|1", "testing: treat buffers registered with the test hook as device memory") \
     X(FAULT_STAGING_OOM, "GDTE_FAULT_STAGING_OOM", INT, "0", "0..1000000 (0: off)", "fault injection: the K-th staging allocation of the process fails once") \
