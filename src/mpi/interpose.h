@@ -89,9 +89,11 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t sends, recvs;     /* device messages staged */
     _Atomic int64_t bytes_packed, bytes_unpacked;
     _Atomic int64_t packs, unpacks;   /* MPI_Pack / MPI_Unpack on device buffers */
+    _Atomic int64_t pack_syncs;       /* their waits: one per synchronous call, one per flush */
     _Atomic int64_t status_fixed;
     _Atomic int64_t deferred_type_frees;
     _Atomic int64_t orphans;          /* requests freed while active */
+    _Atomic int64_t direct;           /* device messages handed to a GPU-aware MPI as they are */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 

@@ -71,16 +71,34 @@ typedef struct msg {
 /* Receives are posted at the end of their staging, before its guard page (staging.h). */
 #define RECV_AT(m) gdte_stage_tail((m).stage, (size_t)(m).nbytes)
 
-static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, msg_t *m)
+/* A message the MPI can take as it is: over an MPI that moves device memory, a type whose
+ * `count` elements are one dense block. */
+static int mpi_takes_as_is(gdte_type_h t)
+{
+    gdte_type_info_t info;
+    return gdte_ipo_gpu_aware() && gdte_type_get_info(t, &info) == GDTE_OK && info.is_contiguous;
+}
+
+static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, gdte_ipo_kind_t kind, msg_t *m)
 {
     memset(m, 0, sizeof *m);
     gdte_status_t st = gdte_ipo_type(dt, count, &m->type, &m->nbytes);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     if (m->nbytes == 0) return MPI_SUCCESS;
-    st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)m->nbytes, &m->stage);
+    if (mpi_takes_as_is(m->type)) {
+        gdte_debug("%s: %d element(s), %lld contiguous bytes of device data, handed to the MPI as they are", fn, count,
+                   (long long)m->nbytes);
+        m->nbytes = 0;
+        gdte_ipo_cnt_g.direct++;
+        return MPI_SUCCESS;
+    }
+    /* Over an MPI that moves device memory the packed bytes stay on the device. */
+    gdte_stage_kind_t sk = gdte_ipo_gpu_aware() ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
+    st = gdte_stage_acquire(sk, kind == GDTE_IPO_FAKE, (size_t)m->nbytes, &m->stage);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
-    gdte_debug("%s: %d element(s), %lld packed bytes of device data, staged through %s host memory as MPI_PACKED", fn,
-               count, (long long)m->nbytes, m->stage->pinned ? "pinned" : "pageable");
+    gdte_debug("%s: %d element(s), %lld packed bytes of device data, staged through %s memory as MPI_PACKED", fn, count,
+               (long long)m->nbytes,
+               sk == GDTE_STAGE_DEVICE ? "device" : m->stage->pinned ? "pinned host" : "pageable host");
     return MPI_SUCCESS;
 }
 
@@ -88,10 +106,9 @@ static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count
 static int msg_pack(const char *fn, MPI_Comm comm, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
                     msg_t *m)
 {
-    int rc = msg_prepare(fn, comm, dt, count, m);
+    int rc = msg_prepare(fn, comm, dt, count, kind, m);
     if (rc != MPI_SUCCESS || m->nbytes == 0) return rc;
-    gdte_status_t st = gdte_xfer_pack_to_host(buf, count, m->type, kind == GDTE_IPO_FAKE, m->stage->ptr,
-                                              m->stage->pinned, m->nbytes);
+    gdte_status_t st = gdte_xfer_pack_stage(buf, count, m->type, kind == GDTE_IPO_FAKE, m->stage, m->nbytes);
     if (st != GDTE_OK) {
         gdte_stage_release(m->stage);
         m->stage = NULL;
@@ -166,7 +183,7 @@ int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Dat
     static const char *names[4] = {"MPI_Send_init", "MPI_Ssend_init", "MPI_Bsend_init", "MPI_Rsend_init"};
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, names[mode], dt, count);
     msg_t m;
-    int rc = msg_prepare(names[mode], comm, dt, count, &m);
+    int rc = msg_prepare(names[mode], comm, dt, count, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return next_send_init(mode, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_req_t *r = gdte_ipo_req_new();
@@ -197,8 +214,7 @@ int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Dat
 
 int gdte_ipo_persistent_pack(gdte_ipo_req_t *r)
 {
-    gdte_status_t st = gdte_xfer_pack_to_host(r->user, r->count, r->type, r->kind == GDTE_IPO_FAKE, r->stage->ptr,
-                                              r->stage->pinned, r->nbytes);
+    gdte_status_t st = gdte_xfer_pack_stage(r->user, r->count, r->type, r->kind == GDTE_IPO_FAKE, r->stage, r->nbytes);
     if (st != GDTE_OK) return gdte_ipo_fail(r->comm, "MPI_Start", st);
     gdte_ipo_cnt_g.sends++;
     gdte_ipo_cnt_g.bytes_packed += r->nbytes;
@@ -250,7 +266,7 @@ int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MP
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Recv", dt, count);
     msg_t m;
-    int rc = msg_prepare("MPI_Recv", comm, dt, count, &m);
+    int rc = msg_prepare("MPI_Recv", comm, dt, count, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
     MPI_Status st;
@@ -269,7 +285,7 @@ static int recv_request(int persistent, void *buf, int count, MPI_Datatype dt, i
                           : IPO_NEXT(Irecv)(buf, count, dt, source, tag, comm, req);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, fn, dt, count);
     msg_t m;
-    int rc = msg_prepare(fn, comm, dt, count, &m);
+    int rc = msg_prepare(fn, comm, dt, count, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0)
         return persistent ? IPO_NEXT(Recv_init)(buf, count, dt, source, tag, comm, req)
@@ -353,7 +369,7 @@ int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Mrecv", dt, count);
     msg_t m;
-    int rc = msg_prepare("MPI_Mrecv", comm, dt, count, &m);
+    int rc = msg_prepare("MPI_Mrecv", comm, dt, count, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
     MPI_Status st;
@@ -368,7 +384,7 @@ int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI
     if (kind == GDTE_IPO_HOST) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Imrecv", dt, count);
     msg_t m;
-    int rc = msg_prepare("MPI_Imrecv", comm, dt, count, &m);
+    int rc = msg_prepare("MPI_Imrecv", comm, dt, count, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
     gdte_ipo_req_t *r = gdte_ipo_req_new();
@@ -414,7 +430,7 @@ int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, 
         }
     }
     if (rk != GDTE_IPO_HOST) {
-        if ((rc = msg_prepare("MPI_Sendrecv", comm, rdt, rcount, &mr)) != MPI_SUCCESS) {
+        if ((rc = msg_prepare("MPI_Sendrecv", comm, rdt, rcount, rk, &mr)) != MPI_SUCCESS) {
             gdte_stage_release(ms.stage);
             return rc;
         }
@@ -453,7 +469,7 @@ int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, i
     int rc = msg_pack("MPI_Sendrecv_replace", comm, buf, count, dt, k, &ms);
     if (rc != MPI_SUCCESS) return rc;
     if (ms.nbytes == 0) return IPO_NEXT(Sendrecv_replace)(buf, count, dt, dest, stag, source, rtag, comm, status);
-    if ((rc = msg_prepare("MPI_Sendrecv_replace", comm, dt, count, &mr)) != MPI_SUCCESS) {
+    if ((rc = msg_prepare("MPI_Sendrecv_replace", comm, dt, count, k, &mr)) != MPI_SUCCESS) {
         gdte_stage_release(ms.stage);
         return rc;
     }

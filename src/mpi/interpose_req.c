@@ -109,8 +109,7 @@ int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, M
     int truncated = got > nbytes;
     int64_t n = truncated ? nbytes : (int64_t)got;
     if (n > 0) {
-        gdte_status_t s = gdte_xfer_unpack_from_host(gdte_stage_tail(stage, (size_t)nbytes), stage->pinned, n, user, count, type,
-                                                     kind == GDTE_IPO_FAKE);
+        gdte_status_t s = gdte_xfer_unpack_stage(stage, nbytes, n, user, count, type, kind == GDTE_IPO_FAKE);
         if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
         gdte_ipo_cnt_g.bytes_unpacked += n;
     }

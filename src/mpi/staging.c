@@ -58,7 +58,7 @@ static gdte_status_t host_map(gdte_stage_t *s)
         return GDTE_ERR_NO_MEMORY;
     }
     s->ptr = p;
-    if (gdte_gpu_available()) {
+    if (s->kind == GDTE_STAGE_HOST && gdte_gpu_available()) {
         /* Pinned and mapped, so small messages can be packed straight into it by a kernel. */
         if (gdte_gpu_host_register(p, s->size) == GDTE_OK)
             s->pinned = 1;
@@ -74,28 +74,25 @@ static gdte_status_t sys_alloc(gdte_stage_t *s)
     if (gdte_fault_hit(GDTE_KNOB_FAULT_STAGING_OOM)) /* injected: as if the system had no memory left */
         return s->kind == GDTE_STAGE_DEVICE ? GDTE_ERR_NO_DEVICE_MEMORY : GDTE_ERR_NO_MEMORY;
     if (s->kind == GDTE_STAGE_DEVICE && !s->fake) return gdte_gpu_malloc(&s->ptr, s->size);
-    if (s->kind == GDTE_STAGE_HOST) return host_map(s);
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, s->size ? s->size : 1)) return GDTE_ERR_NO_MEMORY;
-    s->ptr = p;
-    return GDTE_OK;
+    /* Host memory standing in for device staging gets the guard page too: a GPU-aware MPI is
+     * emulated by the host one, whose truncation overrun it must stop the same way. */
+    return host_map(s);
 }
 
 static void sys_free(gdte_stage_t *s)
 {
     if (s->kind == GDTE_STAGE_DEVICE && !s->fake) {
         gdte_gpu_free(s->ptr);
-    } else if (s->kind == GDTE_STAGE_HOST) {
+    } else {
         if (s->pinned) gdte_gpu_host_unregister(s->ptr);
         munmap(s->ptr, s->size + page_size);
-    } else {
-        free(s->ptr);
     }
     free(s);
 }
 
 void *gdte_stage_tail(const gdte_stage_t *s, size_t n)
 {
+    if (s->kind == GDTE_STAGE_DEVICE && !s->fake) return s->ptr;
     size_t r = (n + 63) & ~(size_t)63;
     if (r > s->size) r = s->size;
     return (char *)s->ptr + (s->size - r);

@@ -53,8 +53,9 @@ void gdte_stage_finalize(void);
  * backed by host memory. */
 gdte_status_t gdte_stage_acquire(gdte_stage_kind_t kind, int fake, size_t size, gdte_stage_t **stage_p);
 void gdte_stage_release(gdte_stage_t *stage);
-/* Where a receive of `n` bytes is posted in a HOST buffer: its last bytes (64-byte aligned), so
- * that anything written past them hits the guard page that follows every HOST buffer. */
+/* Where a receive of `n` bytes is posted: in a HOST buffer its last bytes (64-byte aligned), so
+ * that anything written past them hits the guard page that follows every HOST buffer; in a
+ * DEVICE buffer its start (device memory has no guard page; the class size is the slack). */
 void *gdte_stage_tail(const gdte_stage_t *stage, size_t n);
 void gdte_stage_get_stats(gdte_stage_stats_t *stats_p);
 

@@ -230,5 +230,47 @@ gdte_status_t gdte_xfer_unpack_from_host(const void *src, int src_pinned, int64_
     return xfer_run(user, count, type, fake, 1, (void *)src, src_pinned, nbytes);
 }
 
+/* Device staging (an MPI that moves device memory): one kernel between the user's layout and the
+ * packed bytes in device memory, on the pack stream after the application's default-stream
+ * work, waited for before the MPI (which knows nothing of our stream) reads or the application
+ * sees the result. */
+static gdte_status_t device_run(const void *user, int64_t count, gdte_type_h type, int fake, int unpack, void *packed,
+                                int64_t nbytes)
+{
+    xfer_t x = {.fake = fake, .user = (void *)user, .count = count, .type = type};
+    if (nbytes == 0) return GDTE_OK;
+    if (fake) {
+        n_fragments++;
+        return x_exec(&x, unpack, packed, 0, nbytes, 0);
+    }
+    pthread_mutex_lock(&xfer_lock);
+    gdte_status_t st = gpu_setup_locked();
+    if (st == GDTE_OK) st = gdte_gpu_event_record(G.ev_app, NULL);
+    if (st == GDTE_OK) st = gdte_gpu_stream_wait_event(G.s_pack, G.ev_app);
+    if (st == GDTE_OK) st = x_exec(&x, unpack, packed, 0, nbytes, 1);
+    gdte_status_t s2 = gdte_gpu_stream_synchronize(G.s_pack);
+    pthread_mutex_unlock(&xfer_lock);
+    if (st == GDTE_OK) st = s2;
+    if (st == GDTE_OK) n_fragments++;
+    gdte_trace("%s %lld bytes %s device staging", unpack ? "unpacked" : "packed", (long long)nbytes,
+               unpack ? "from" : "into");
+    return st;
+}
+
+gdte_status_t gdte_xfer_pack_stage(const void *user, int64_t count, gdte_type_h type, int fake,
+                                   const gdte_stage_t *stage, int64_t nbytes)
+{
+    if (stage->kind == GDTE_STAGE_DEVICE) return device_run(user, count, type, fake, 0, stage->ptr, nbytes);
+    return gdte_xfer_pack_to_host(user, count, type, fake, stage->ptr, stage->pinned, nbytes);
+}
+
+gdte_status_t gdte_xfer_unpack_stage(const gdte_stage_t *stage, int64_t posted, int64_t n, void *user, int64_t count,
+                                     gdte_type_h type, int fake)
+{
+    void *src = gdte_stage_tail(stage, (size_t)posted);
+    if (stage->kind == GDTE_STAGE_DEVICE) return device_run(user, count, type, fake, 1, src, n);
+    return gdte_xfer_unpack_from_host(src, stage->pinned, n, user, count, type, fake);
+}
+
 int64_t gdte_xfer_fragments(void) { return n_fragments; }
 int64_t gdte_xfer_zero_copies(void) { return n_zero_copies; }

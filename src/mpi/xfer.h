@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 #include "gdte.h"
+#include "staging.h"
 
 /* Bytes [0, nbytes) of the packed stream of (user, count, type) into host memory `dst`.
  * `dst_pinned`: dst is mapped pinned staging (zero copy allowed; DMA without bouncing). */
@@ -30,6 +31,13 @@ gdte_status_t gdte_xfer_pack_to_host(const void *user, int64_t count, gdte_type_
  * nbytes may be shorter than the whole stream (a short message). */
 gdte_status_t gdte_xfer_unpack_from_host(const void *src, int src_pinned, int64_t nbytes, void *user, int64_t count,
                                          gdte_type_h type, int fake);
+/* The same for a staging buffer of either kind: HOST as above; DEVICE (the MPI moves device
+ * memory itself) one kernel between the user's layout and the packed bytes, no host copy.
+ * Unpack reads `n` bytes where a receive of `posted` bytes was posted (gdte_stage_tail). */
+gdte_status_t gdte_xfer_pack_stage(const void *user, int64_t count, gdte_type_h type, int fake,
+                                   const gdte_stage_t *stage, int64_t nbytes);
+gdte_status_t gdte_xfer_unpack_stage(const gdte_stage_t *stage, int64_t posted, int64_t n, void *user, int64_t count,
+                                     gdte_type_h type, int fake);
 /* Fragment size the pipeline uses for a message of `nbytes` (GDTE_FRAG_SIZE, or chosen). */
 int64_t gdte_xfer_frag_size(int64_t nbytes);
 /* Fragments moved so far (all directions), and transfers that used zero copy. */

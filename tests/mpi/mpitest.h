@@ -68,7 +68,8 @@ static inline int64_t mt_counter(const char *name) { return gdte_mpi_counter ? g
 /* Device messages gdte has handled so far (sends + receives + packs + unpacks). */
 static inline int64_t mt_gdte_traffic(void)
 {
-    return mt_counter("sends") + mt_counter("recvs") + mt_counter("packs") + mt_counter("unpacks");
+    return mt_counter("sends") + mt_counter("recvs") + mt_counter("packs") + mt_counter("unpacks") +
+           mt_counter("direct");
 }
 
 static inline void mt_init_common(void);
