@@ -462,7 +462,9 @@ section_bench_mpi() {
       } >"$log" 2>&1 || { record bench_mpi:ompi-cuda FAIL "build, see $(basename "$log")"; tail -20 "$log"; exit 0; }
       smcuda=(--mca pml ob1 --mca btl self,vader,smcuda)
       mpibench_run gpu-aware-mpi-only "$bdir/mpibench" mpirun "${smcuda[@]}"
-      lib=${DEVICE_OMPI_CUDA_GDTE:-build-device-mpi-ompicuda/src/mpi/libgdte_mpi.so}
+      # The interposer built against the image's Open MPI 4.1 runs on this one too (same ABI,
+      # libmpi.so.40, found through env.sh's LD_LIBRARY_PATH); it asks MPIX_Query_cuda_support.
+      lib=${DEVICE_OMPI_CUDA_GDTE:-$MPI_BUILD/src/mpi/libgdte_mpi.so}
       if [ -f "$lib" ]; then
         mpibench_run gpu-aware "$bdir/mpibench" mpirun "${smcuda[@]}" -x LD_PRELOAD="$(readlink -f "$lib")"
       else
@@ -478,6 +480,73 @@ section_bench_mpi() {
   awk -F, 'NR > 1 && (($5 == "bw" && $7 == 4194304) || ($5 == "latency" && $7 == 1024)) {
              printf "%-20s %-8s %-8s %9d B %10.2f us %9.3f GB/s  x%s\n", $4, $5, $6, $7, $8, $9, $10 }' "$csv" |
     tee -a "$SUMMARY"
+}
+
+# The MPI GPU test programs (built against the image's Open MPI, same ABI) run on the CUDA-aware
+# Open MPI in .deps/ompi-cuda (ob1 + smcuda), under gdte's interposer, which then stages in
+# device memory (GDTE_MPI_GPU_AWARE=auto must find MPIX_Query_cuda_support() = 1: checked in the
+# log); the random device pool through that path, and memcheck on three of the programs.
+section_mpi_gpuaware() {
+  mpi_build || return
+  [ -f .deps/ompi-cuda/env.sh ] || { record mpi_gpuaware skip "no .deps/ompi-cuda/env.sh"; return; }
+  (
+    # shellcheck disable=SC1091
+    . .deps/ompi-cuda/env.sh
+    local log="$OUT/mpi_gpuaware.log" pre="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" t rc fails=0 n=0 cs
+    local run=(timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none --mca pml ob1
+               --mca btl self,vader,smcuda -x GDTETEST_MODE=cuda -x LD_PRELOAD="$pre")
+    : >"$log"
+    for t in "pingpong_test" "wildcard_test" "errors_test" "threads_test" "regress_test" "finalize_test" \
+             "halo3d_test 32 3 nonblocking" "halo3d_test 32 3 persistent" "halo3d_test 32 2 sendrecv" \
+             "random_test --cases ${DEVICE_MPI_RANDOM_CASES:-4000}" \
+             "random_test --cases $(( ${DEVICE_MPI_RANDOM_CASES:-4000} / 4 )) --seed 77"; do
+      echo "== $t" >>"$log"
+      # shellcheck disable=SC2086
+      "${run[@]}" -x GDTE_LOG=info $MPI_BUILD/tests/mpi/$t >>"$log" 2>&1
+      rc=$?
+      n=$((n + 1))
+      [ $rc -eq 0 ] || { fails=$((fails + 1)); echo "FAILED rc=$rc: $t" | tee -a "$SUMMARY"; }
+    done
+    grep -q "MPI moves device memory (MPIX_Query_cuda_support())" "$log" ||
+      { fails=$((fails + 1)); echo "the interposer did not find the MPI GPU-aware" | tee -a "$SUMMARY"; }
+    [ $fails -eq 0 ] && record mpi_gpuaware ok "$n programs on ompi-cuda (device staging)" ||
+      record mpi_gpuaware FAIL "$fails of $n, see mpi_gpuaware.log"
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    [ -n "$cs" ] || return 0
+    log="$OUT/mpi_gpuaware_memcheck.log"
+    : >"$log"
+    for t in "random_test --cases 100" regress_test "halo3d_test 32 3 nonblocking"; do
+      echo "== memcheck $t" >>"$log"
+      # shellcheck disable=SC2086
+      "${run[@]}" "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 $MPI_BUILD/tests/mpi/$t >>"$log" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] && record "gpuaware_memcheck:${t%% *}" ok "$(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')" ||
+        record "gpuaware_memcheck:${t%% *}" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')"
+    done
+  )
+}
+
+# Small-message latency probe (issue: 1-16 KiB device messages far slower than 64 KiB): bench/mpi
+# latency rows for contig at 1K..64K under variants of the MPI's shared-memory protocol and of
+# gdte's zero copy, each with the raw IPC row, into $OUT/latprobe.csv (mpi column = variant).
+section_latprobe() {
+  mpi_build || return
+  local csv="$OUT/latprobe.csv" pre="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" v log="$OUT/latprobe.log"
+  rm -f "$csv"; : >"$log"
+  lp() {
+    local label=$1; shift
+    echo "== $label: $*" >>"$log"
+    timeout 120 mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT -x LD_PRELOAD="$pre" "$@" \
+      "$MPI_BUILD/bench/mpi/mpibench" --mem device --mpi-label "$label" --csv "$csv" --benchmarks latency \
+      --layouts contig,vector --sizes 1K,16K,32K,64K,256K --budget 0.3 >>"$log" 2>&1 || echo "rc=$? $label" >>"$log"
+  }
+  lp default
+  lp zc-off -x GDTE_ZERO_COPY=off
+  lp vader-nocma --mca btl_vader_single_copy_mechanism none
+  lp vader-eager64k --mca btl_vader_eager_limit 65536 --mca btl_vader_max_send_size 65536
+  lp spin-yield -x CUDA_DEVICE_MAX_CONNECTIONS=1
+  awk -F, 'NR > 1 { printf "%-16s %-8s %-8s %8d B %10.2f us\n", $4, $5, $6, $7, $8 }' "$csv" | tee -a "$SUMMARY"
+  record latprobe ok "$(basename "$csv")"
 }
 
 # ==== GPU-aware Open MPI check (on demand: DEVICE_SECTIONS=gpuompi_check; not in DEFAULT_SECTIONS) ====
