@@ -1,23 +1,109 @@
 /*
  * MPI_Pack / MPI_Unpack with a device buffer on either side (the interposer's pack calls).
+ *
+ * Between two device buffers the call is asynchronous: the kernel goes on a stream of the
+ * interposer's own (one per device, made at first use), ordered after whatever the application
+ * queued on the legacy default stream before the call, and the legacy default stream is made to
+ * wait for it, so later kernels and copies there (and on blocking streams, which synchronise
+ * with it) see the bytes. Nothing waits on the host: a halo that packs K boxes into one device
+ * buffer and sends it pays one synchronisation, at the send (every other intercepted call
+ * flushes first, gdte_ipo_pending_flush), not K.
+ *
+ * Synchronous inside the call, as before: a host buffer on either side (the CPU may read or
+ * reuse it at once), managed memory (the same), buffers on another device than the current one.
+ * The fake device (GDTE_FAKE_DEVICE) runs on the host, synchronously, but keeps the same
+ * bookkeeping (pending flag, flush, counter) so CI exercises it.
  */
+#include <pthread.h>
 #include <string.h>
 #include "interpose.h"
 #include "xfer.h"
 #include "gpu/gpu.h"
+#include "kernels/memquery.h"
 #include "util/util.h"
 
 _Atomic int gdte_ipo_pending_g;
 
-/* Nothing is deferred yet: every pack and unpack completes inside its call. */
-void gdte_ipo_pending_flush_slow(void) { atomic_store_explicit(&gdte_ipo_pending_g, 0, memory_order_release); }
+/* ---- deferred work ------------------------------------------------------------------------
+ * One stream per device. pk_lock covers the lazily made streams and events, the pending marks
+ * and the launches (the events are reused, so record-then-wait pairs must not interleave), and
+ * is held through a flush's synchronisation: the flag is cleared only once the work is done,
+ * so a thread that finds it clear may rely on the bytes, and a launch cannot slip in between
+ * the synchronisation and the clearing. */
+#define PK_MAX_DEVICES 16
 
-/* MPI_Pack / MPI_Unpack with a device buffer on either side. The packed bytes are gdte's
- * stream, which equals MPI_Pack's on a homogeneous system, so a buffer packed here unpacks
- * with the MPI's own MPI_Unpack and the other way round. `position` advances by the packed
- * size; a buffer too small is MPI_ERR_TRUNCATE with nothing written, as the MPI does. */
+typedef struct pk_dev {
+    int ready, failed;
+    int pending;
+    gdte_stream_t s;
+    gdte_gpu_event_t ev_app;  /* the application's default-stream work, before ours */
+    gdte_gpu_event_t ev_done; /* ours, before the application's later default-stream work */
+} pk_dev_t;
 
-static int host_side(gdte_ipo_kind_t k) { return k != GDTE_IPO_DEVICE; }
+static pthread_mutex_t pk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pk_dev_t pk_devs[PK_MAX_DEVICES];
+static int pk_fake_pending;
+/* Set while this thread is inside MPI_Pack/MPI_Unpack: the MPI calls gdte makes there itself
+ * (importing a datatype frees the handles MPI_Type_get_contents returned, through the
+ * MPI_Type_free shim) hand nothing of the application's to the MPI, so they do not flush. */
+static _Thread_local int pk_inside;
+
+static gdte_status_t dev_setup_locked(pk_dev_t *d)
+{
+    if (d->ready) return GDTE_OK;
+    if (d->failed) return GDTE_ERR_GPU;
+    gdte_status_t st = gdte_gpu_stream_create(&d->s);
+    if (st == GDTE_OK && (st = gdte_gpu_event_create(&d->ev_app, 0)) != GDTE_OK) d->ev_app = NULL;
+    if (st == GDTE_OK && (st = gdte_gpu_event_create(&d->ev_done, 0)) != GDTE_OK) d->ev_done = NULL;
+    if (st != GDTE_OK) {
+        /* Synchronous from now on for this device; said once. */
+        gdte_warn("MPI_Pack/MPI_Unpack between device buffers stay synchronous: no stream of gdte's own (%s)",
+                  gdte_status_string(st));
+        d->failed = 1;
+        return st;
+    }
+    d->ready = 1;
+    return GDTE_OK;
+}
+
+void gdte_ipo_pending_flush_slow(void)
+{
+    if (pk_inside) return;
+    pthread_mutex_lock(&pk_lock);
+    if (atomic_load_explicit(&gdte_ipo_pending_g, memory_order_relaxed)) {
+        int synced = 0;
+        for (int i = 0; i < PK_MAX_DEVICES; i++) {
+            pk_dev_t *d = &pk_devs[i];
+            if (!d->pending) continue;
+            gdte_status_t st = gdte_gpu_stream_synchronize(d->s);
+            /* A kernel that failed after its launch: nothing to hand back to any caller now
+             * (the call that queued it has returned), so it is logged. */
+            if (st != GDTE_OK)
+                gdte_error("a deferred MPI_Pack/MPI_Unpack on device %d failed: %s", i, gdte_status_string(st));
+            d->pending = 0;
+            synced = 1;
+        }
+        if (pk_fake_pending) {
+            pk_fake_pending = 0;
+            synced = 1;
+        }
+        if (synced) gdte_ipo_cnt_g.pack_syncs++;
+        atomic_store_explicit(&gdte_ipo_pending_g, 0, memory_order_release);
+    }
+    pthread_mutex_unlock(&pk_lock);
+}
+
+/* Mark work as pending (caller holds pk_lock), after it is queued and before the call returns. */
+static void mark_pending_locked(pk_dev_t *d)
+{
+    if (d) d->pending = 1;
+    else pk_fake_pending = 1;
+    atomic_store_explicit(&gdte_ipo_pending_g, 1, memory_order_release);
+}
+
+/* ---- executors ----------------------------------------------------------------------------- */
+/* The packed bytes are gdte's stream, which equals MPI_Pack's on a homogeneous system, so a
+ * buffer packed here unpacks with the MPI's own MPI_Unpack and the other way round. */
 
 static gdte_status_t exec_direct(int unpack, void *user, int count, gdte_type_h t, void *packed, int64_t n, int host)
 {
@@ -57,13 +143,76 @@ static gdte_status_t exec_bounce(int unpack, void *user, int count, gdte_type_h 
     return st;
 }
 
+/* The device both spans lie on when both are plain device memory of the current device (the
+ * stream is per device; managed memory may be read or written by the CPU without any runtime
+ * call in between); -1 otherwise. */
+static int async_device(const void *user, int count, gdte_type_h t, const void *packed, int64_t n)
+{
+    gdte_type_info_t ti;
+    if (gdte_type_get_info(t, &ti) != GDTE_OK) return -1;
+    /* The bytes the type touches: the first and last element's true extents (either may be the
+     * lower one: the extent can be negative). */
+    int64_t a = ti.true_lb, b = ti.true_lb + (int64_t)(count - 1) * ti.extent;
+    int64_t lo = a < b ? a : b, hi = (a > b ? a : b) + ti.true_extent - 1;
+    uintptr_t u = (uintptr_t)user; /* may be MPI_BOTTOM */
+    gdte_mem_info_t m[4];
+    if (gdte_mem_query_span((const void *)(u + (uintptr_t)lo), (const void *)(u + (uintptr_t)hi), &m[0], &m[1]) !=
+            GDTE_OK ||
+        gdte_mem_query_span(packed, (const char *)packed + n - 1, &m[2], &m[3]) != GDTE_OK)
+        return -1;
+    int dev = gdte_gpu_current_device();
+    if (dev < 0 || dev >= PK_MAX_DEVICES) return -1;
+    for (int i = 0; i < 4; i++)
+        if (m[i].kind != GDTE_MEM_DEVICE || m[i].device != dev) return -1;
+    return dev;
+}
+
+/* Queue the pack/unpack on device `dev`'s stream, between the two orderings with the legacy
+ * default stream. GDTE_INPROGRESS: no stream to queue on; the caller runs it synchronously. */
+static gdte_status_t exec_async(int unpack, void *user, int count, gdte_type_h t, void *packed, int64_t n, int dev)
+{
+    pthread_mutex_lock(&pk_lock);
+    pk_dev_t *d = &pk_devs[dev];
+    gdte_status_t st = dev_setup_locked(d);
+    if (st != GDTE_OK) {
+        pthread_mutex_unlock(&pk_lock);
+        return GDTE_INPROGRESS;
+    }
+    /* After the application's default-stream work: the kernel that produced the data, or
+     * consumes what this unpack overwrites. */
+    if ((st = gdte_gpu_event_record(d->ev_app, NULL)) == GDTE_OK) st = gdte_gpu_stream_wait_event(d->s, d->ev_app);
+    if (st == GDTE_OK) {
+        gdte_pack_params_t p = {0};
+        p.field_mask = GDTE_PACK_FIELD_STREAM | GDTE_PACK_FIELD_FLAGS;
+        p.stream = d->s;
+        p.flags = GDTE_PACK_FLAG_ASYNC;
+        int64_t done = 0;
+        st = unpack ? gdte_unpack(packed, n, user, count, t, &p, &done)
+                    : gdte_pack(user, count, t, packed, n, &p, &done);
+        if (st == GDTE_OK && done != n) st = GDTE_ERR_INTERNAL;
+    }
+    /* Before the application's later default-stream work, also after a failed launch: whatever
+     * was queued must not race it. */
+    gdte_status_t s2 = gdte_gpu_event_record(d->ev_done, d->s);
+    if (s2 == GDTE_OK) s2 = gdte_gpu_stream_wait_event(NULL, d->ev_done);
+    if (st == GDTE_OK) st = s2;
+    mark_pending_locked(d);
+    pthread_mutex_unlock(&pk_lock);
+    return st;
+}
+
+/* ---- the calls ----------------------------------------------------------------------------- */
+/* `position` advances by the packed size; a buffer too small is MPI_ERR_TRUNCATE with nothing
+ * written, as the MPI does. */
 static int pack_common(int unpack, void *user, int count, MPI_Datatype dt, void *pbuf, int psize, int *position,
                        MPI_Comm comm, gdte_ipo_kind_t uk, gdte_ipo_kind_t pk)
 {
     const char *fn = unpack ? "MPI_Unpack" : "MPI_Pack";
     gdte_type_h t;
     int64_t n;
+    pk_inside = 1;
     gdte_status_t st = gdte_ipo_type(dt, count, &t, &n);
+    pk_inside = 0;
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     if (!position || *position < 0 || (int64_t)*position + n > (int64_t)psize) {
         /* Not gdte's failure: the MPI's own error, through the same handler. */
@@ -71,18 +220,37 @@ static int pack_common(int unpack, void *user, int count, MPI_Datatype dt, void 
         return MPI_ERR_TRUNCATE;
     }
     char *p = (char *)pbuf + *position;
+    const char *how = "synchronous";
     if (n > 0) {
-        if (host_side(uk) && host_side(pk))
+        int dev = -1;
+        if (uk == GDTE_IPO_FAKE && pk == GDTE_IPO_FAKE) {
+            /* Host memory standing in for a device: done now, deferred in the bookkeeping only. */
             st = exec_direct(unpack, user, count, t, p, n, 1);
-        else if (!host_side(uk) && !host_side(pk))
-            st = exec_direct(unpack, user, count, t, p, n, 0);
-        else
-            st = exec_bounce(unpack, user, count, t, p, n, !host_side(uk));
+            pthread_mutex_lock(&pk_lock);
+            mark_pending_locked(NULL);
+            pthread_mutex_unlock(&pk_lock);
+            how = "deferred (fake device)";
+        } else if (uk == GDTE_IPO_DEVICE && pk == GDTE_IPO_DEVICE && (dev = async_device(user, count, t, p, n)) >= 0 &&
+                   (st = exec_async(unpack, user, count, t, p, n, dev)) != GDTE_INPROGRESS) {
+            how = "deferred";
+        } else {
+            /* Done inside the call: earlier deferred work first (this call may read what it
+             * wrote), then this call's own wait. */
+            gdte_ipo_pending_flush();
+            if (uk == GDTE_IPO_DEVICE && pk == GDTE_IPO_DEVICE)
+                st = exec_direct(unpack, user, count, t, p, n, 0);
+            else if (uk != GDTE_IPO_DEVICE && pk != GDTE_IPO_DEVICE)
+                st = exec_direct(unpack, user, count, t, p, n, 1);
+            else
+                st = exec_bounce(unpack, user, count, t, p, n, uk == GDTE_IPO_DEVICE);
+            gdte_ipo_cnt_g.pack_syncs++;
+        }
         if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     }
     *position += (int)n;
-    gdte_debug("%s: %lld bytes at position %d, %s buffer %s, packed buffer %s", fn, (long long)n, *position - (int)n,
-               unpack ? "output" : "input", host_side(uk) ? "host" : "device", host_side(pk) ? "host" : "device");
+    gdte_debug("%s: %lld bytes at position %d, %s buffer %s, packed buffer %s, %s", fn, (long long)n,
+               *position - (int)n, unpack ? "output" : "input", uk == GDTE_IPO_DEVICE ? "device" : "host",
+               pk == GDTE_IPO_DEVICE ? "device" : "host", how);
     if (unpack) {
         gdte_ipo_cnt_g.unpacks++;
         gdte_ipo_cnt_g.bytes_unpacked += n;

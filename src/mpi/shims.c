@@ -16,6 +16,10 @@
  */
 #include "interpose.h"
 
+/* Every shim but MPI_Pack/MPI_Unpack (which queue device work) and MPI_Init (before which
+ * nothing can be queued) first waits for the device work gdte deferred: the call may hand a
+ * buffer to the MPI or let the application observe one (gdte_ipo_pending_flush, one load when
+ * nothing is pending). A new shim does the same. */
 #define IPO_OFF_RETURN(name, ...) \
     if (!gdte_ipo_on()) return IPO_NEXT(name)(__VA_ARGS__)
 
@@ -36,30 +40,38 @@ GDTE_IPO_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *
     return gdte_ipo_init();
 }
 
-GDTE_IPO_EXPORT int MPI_Finalize(void) { return gdte_ipo_finalize(); }
+GDTE_IPO_EXPORT int MPI_Finalize(void)
+{
+    gdte_ipo_pending_flush();
+    return gdte_ipo_finalize();
+}
 
 /* ---- blocking sends ---- */
 GDTE_IPO_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     IPO_OFF_RETURN(Send, buf, count, dt, dest, tag, comm);
+    gdte_ipo_pending_flush();
     return gdte_ipo_send(GDTE_IPO_STD, buf, count, dt, dest, tag, comm);
 }
 
 GDTE_IPO_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     IPO_OFF_RETURN(Ssend, buf, count, dt, dest, tag, comm);
+    gdte_ipo_pending_flush();
     return gdte_ipo_send(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm);
 }
 
 GDTE_IPO_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     IPO_OFF_RETURN(Bsend, buf, count, dt, dest, tag, comm);
+    gdte_ipo_pending_flush();
     return gdte_ipo_send(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm);
 }
 
 GDTE_IPO_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     IPO_OFF_RETURN(Rsend, buf, count, dt, dest, tag, comm);
+    gdte_ipo_pending_flush();
     return gdte_ipo_send(GDTE_IPO_READY, buf, count, dt, dest, tag, comm);
 }
 
@@ -68,6 +80,7 @@ GDTE_IPO_EXPORT int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int d
                               MPI_Request *req)
 {
     IPO_OFF_RETURN(Isend, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_isend(GDTE_IPO_STD, buf, count, dt, dest, tag, comm, req);
 }
 
@@ -75,6 +88,7 @@ GDTE_IPO_EXPORT int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int 
                                MPI_Request *req)
 {
     IPO_OFF_RETURN(Issend, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_isend(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm, req);
 }
 
@@ -82,6 +96,7 @@ GDTE_IPO_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype dt, int 
                                MPI_Request *req)
 {
     IPO_OFF_RETURN(Ibsend, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_isend(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm, req);
 }
 
@@ -89,6 +104,7 @@ GDTE_IPO_EXPORT int MPI_Irsend(const void *buf, int count, MPI_Datatype dt, int 
                                MPI_Request *req)
 {
     IPO_OFF_RETURN(Irsend, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_isend(GDTE_IPO_READY, buf, count, dt, dest, tag, comm, req);
 }
 
@@ -97,6 +113,7 @@ GDTE_IPO_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, 
                              MPI_Status *status)
 {
     IPO_OFF_RETURN(Recv, buf, count, dt, source, tag, comm, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_recv(buf, count, dt, source, tag, comm, status);
 }
 
@@ -104,6 +121,7 @@ GDTE_IPO_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source,
                               MPI_Request *req)
 {
     IPO_OFF_RETURN(Irecv, buf, count, dt, source, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_irecv(buf, count, dt, source, tag, comm, req);
 }
 
@@ -111,6 +129,7 @@ GDTE_IPO_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt,
                                  int rcount, MPI_Datatype rdt, int source, int rtag, MPI_Comm comm, MPI_Status *status)
 {
     IPO_OFF_RETURN(Sendrecv, sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
 }
 
@@ -118,24 +137,28 @@ GDTE_IPO_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, 
                                          int rtag, MPI_Comm comm, MPI_Status *status)
 {
     IPO_OFF_RETURN(Sendrecv_replace, buf, count, dt, dest, stag, source, rtag, comm, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_sendrecv_replace(buf, count, dt, dest, stag, source, rtag, comm, status);
 }
 
 GDTE_IPO_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *status)
 {
     IPO_OFF_RETURN(Mrecv, buf, count, dt, msg, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_mrecv(buf, count, dt, msg, status);
 }
 
 GDTE_IPO_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req)
 {
     IPO_OFF_RETURN(Imrecv, buf, count, dt, msg, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_imrecv(buf, count, dt, msg, req);
 }
 
 GDTE_IPO_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status)
 {
     IPO_OFF_RETURN(Mprobe, source, tag, comm, msg, status);
+    gdte_ipo_pending_flush();
     int rc = IPO_NEXT(Mprobe)(source, tag, comm, msg, status);
     if (rc == MPI_SUCCESS) gdte_ipo_message_note(*msg, comm);
     return rc;
@@ -144,6 +167,7 @@ GDTE_IPO_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *
 GDTE_IPO_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *msg, MPI_Status *status)
 {
     IPO_OFF_RETURN(Improbe, source, tag, comm, flag, msg, status);
+    gdte_ipo_pending_flush();
     int rc = IPO_NEXT(Improbe)(source, tag, comm, flag, msg, status);
     if (rc == MPI_SUCCESS && *flag) gdte_ipo_message_note(*msg, comm);
     return rc;
@@ -154,6 +178,7 @@ GDTE_IPO_EXPORT int MPI_Send_init(const void *buf, int count, MPI_Datatype dt, i
                                   MPI_Request *req)
 {
     IPO_OFF_RETURN(Send_init, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_send_init(GDTE_IPO_STD, buf, count, dt, dest, tag, comm, req);
 }
 
@@ -161,6 +186,7 @@ GDTE_IPO_EXPORT int MPI_Ssend_init(const void *buf, int count, MPI_Datatype dt, 
                                    MPI_Request *req)
 {
     IPO_OFF_RETURN(Ssend_init, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_send_init(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm, req);
 }
 
@@ -168,6 +194,7 @@ GDTE_IPO_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype dt, 
                                    MPI_Request *req)
 {
     IPO_OFF_RETURN(Bsend_init, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_send_init(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm, req);
 }
 
@@ -175,6 +202,7 @@ GDTE_IPO_EXPORT int MPI_Rsend_init(const void *buf, int count, MPI_Datatype dt, 
                                    MPI_Request *req)
 {
     IPO_OFF_RETURN(Rsend_init, buf, count, dt, dest, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_send_init(GDTE_IPO_READY, buf, count, dt, dest, tag, comm, req);
 }
 
@@ -182,30 +210,35 @@ GDTE_IPO_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int sou
                                   MPI_Request *req)
 {
     IPO_OFF_RETURN(Recv_init, buf, count, dt, source, tag, comm, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_recv_init(buf, count, dt, source, tag, comm, req);
 }
 
 GDTE_IPO_EXPORT int MPI_Start(MPI_Request *req)
 {
     IPO_OFF_RETURN(Start, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_start(req);
 }
 
 GDTE_IPO_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
 {
     IPO_OFF_RETURN(Startall, n, reqs);
+    gdte_ipo_pending_flush();
     return gdte_ipo_startall(n, reqs);
 }
 
 GDTE_IPO_EXPORT int MPI_Request_free(MPI_Request *req)
 {
     IPO_OFF_RETURN(Request_free, req);
+    gdte_ipo_pending_flush();
     return gdte_ipo_request_free(req);
 }
 
 GDTE_IPO_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
 {
     IPO_OFF_RETURN(Request_get_status, req, flag, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_request_get_status(req, flag, status);
 }
 
@@ -213,48 +246,56 @@ GDTE_IPO_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Statu
 GDTE_IPO_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
     IPO_OFF_RETURN(Wait, req, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_wait(req, status);
 }
 
 GDTE_IPO_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 {
     IPO_OFF_RETURN(Test, req, flag, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_test(req, flag, status);
 }
 
 GDTE_IPO_EXPORT int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
     IPO_OFF_RETURN(Waitall, n, reqs, statuses);
+    gdte_ipo_pending_flush();
     return gdte_ipo_waitall(n, reqs, statuses);
 }
 
 GDTE_IPO_EXPORT int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
     IPO_OFF_RETURN(Testall, n, reqs, flag, statuses);
+    gdte_ipo_pending_flush();
     return gdte_ipo_testall(n, reqs, flag, statuses);
 }
 
 GDTE_IPO_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
 {
     IPO_OFF_RETURN(Waitany, n, reqs, index, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_waitany(n, reqs, index, status);
 }
 
 GDTE_IPO_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
     IPO_OFF_RETURN(Testany, n, reqs, index, flag, status);
+    gdte_ipo_pending_flush();
     return gdte_ipo_testany(n, reqs, index, flag, status);
 }
 
 GDTE_IPO_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
     IPO_OFF_RETURN(Waitsome, n, reqs, outcount, indices, statuses);
+    gdte_ipo_pending_flush();
     return gdte_ipo_waitsome(n, reqs, outcount, indices, statuses);
 }
 
 GDTE_IPO_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
     IPO_OFF_RETURN(Testsome, n, reqs, outcount, indices, statuses);
+    gdte_ipo_pending_flush();
     return gdte_ipo_testsome(n, reqs, outcount, indices, statuses);
 }
 
@@ -279,5 +320,6 @@ GDTE_IPO_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, voi
 GDTE_IPO_EXPORT int MPI_Type_free(MPI_Datatype *dt)
 {
     IPO_OFF_RETURN(Type_free, dt);
+    gdte_ipo_pending_flush();
     return gdte_ipo_type_free(dt);
 }
