@@ -1,0 +1,117 @@
+// ctxprobe: what one small GPU operation costs when two processes share one GPU and take turns
+// (the pattern of a ping-pong of device messages). Rank 0 and rank 1 alternate: wait for the
+// peer's one-byte MPI signal (host memory), run one operation on their own stream, synchronize,
+// signal back. Reported per operation and size: half the round trip (one turn), median of
+// --iters. Operations: none (signals only), kernel (an empty kernel), d2h / h2d (cudaMemcpyAsync
+// between device memory and pinned host memory), d2d (within the process's device memory),
+// d2h_2d (cudaMemcpy2DAsync of 8-byte rows at a 16-byte pitch, device to pinned host),
+// zc_kernel (a kernel writing mapped pinned host memory). A diagnostic for where small-message
+// latency goes under the interposer, not a benchmark of gdte. Usage: mpirun -np 2 ctxprobe
+// [--iters N] [--csv FILE]
+#include <mpi.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                      \
+        }                                                                                      \
+    } while (0)
+
+__global__ void empty_kernel(void) {}
+__global__ void fill_kernel(char *dst, const char *src, size_t n)
+{
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
+}
+
+enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_COUNT };
+static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel"};
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, np;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    int iters = 200;
+    const char *csv = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+    }
+    if (np != 2) {
+        if (!rank) fprintf(stderr, "ctxprobe: run with 2 ranks\n");
+        MPI_Finalize();
+        return 2;
+    }
+    int ndev = 0;
+    CK(cudaGetDeviceCount(&ndev));
+    CK(cudaSetDevice(rank % ndev));
+    const size_t maxn = 256 * 1024;
+    char *d0, *d1, *h, *hdev;
+    CK(cudaMalloc(&d0, 2 * maxn));
+    CK(cudaMalloc(&d1, 2 * maxn));
+    CK(cudaHostAlloc(&h, 2 * maxn, cudaHostAllocMapped));
+    CK(cudaHostGetDevicePointer((void **)&hdev, h, 0));
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, rank % ndev));
+    const size_t sizes[] = {1024, 16384, 32768, 65536, 262144};
+    double *t = (double *)malloc(sizeof(double) * iters);
+    FILE *f = NULL;
+    if (!rank && csv) {
+        f = fopen(csv, "a");
+        if (f && ftell(f) == 0) fprintf(f, "device,ranks_per_gpu,op,bytes,median_us\n");
+    }
+    char tok = 0;
+    int peer = 1 - rank;
+    for (int op = 0; op < OP_COUNT; op++) {
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+            size_t n = sizes[si];
+            if ((op == OP_NONE || op == OP_KERNEL) && si > 0) break;
+            for (int it = -10; it < iters; it++) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = MPI_Wtime();
+                for (int turn = 0; turn < 2; turn++) {
+                    if (turn != rank) {
+                        MPI_Recv(&tok, 1, MPI_CHAR, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                        continue;
+                    }
+                    switch (op) {
+                    case OP_KERNEL: empty_kernel<<<1, 32, 0, s>>>(); break;
+                    case OP_D2H: CK(cudaMemcpyAsync(h, d0, n, cudaMemcpyDeviceToHost, s)); break;
+                    case OP_H2D: CK(cudaMemcpyAsync(d0, h, n, cudaMemcpyHostToDevice, s)); break;
+                    case OP_D2D: CK(cudaMemcpyAsync(d1, d0, n, cudaMemcpyDeviceToDevice, s)); break;
+                    case OP_D2H_2D: CK(cudaMemcpy2DAsync(h, 8, d0, 16, 8, n / 8, cudaMemcpyDeviceToHost, s)); break;
+                    case OP_ZC_KERNEL: fill_kernel<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0, s>>>(hdev, d0, n); break;
+                    default: break;
+                    }
+                    CK(cudaStreamSynchronize(s));
+                    MPI_Send(&tok, 1, MPI_CHAR, peer, 0, MPI_COMM_WORLD);
+                }
+                if (it >= 0) t[it] = (MPI_Wtime() - t0) / 2 * 1e6;
+            }
+            if (!rank) {
+                qsort(t, iters, sizeof *t, cmp_d);
+                printf("ctxprobe %-10s %7zu B %9.2f us per turn\n", op_names[op], n, t[iters / 2]);
+                if (f) fprintf(f, "%s,%d,%s,%zu,%.2f\n", p.name, ndev == 1 ? 2 : 1, op_names[op], n, t[iters / 2]);
+            }
+        }
+    }
+    if (f) fclose(f);
+    free(t);
+    MPI_Finalize();
+    return 0;
+}
