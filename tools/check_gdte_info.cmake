@@ -4,7 +4,8 @@
 #   help      --help: usage on stdout, nothing on stderr, exit 0; every long option it names is
 #             in the man page
 #   version   --version: "gdte_info (gdte) X.Y.Z" on stdout, exit 0
-#   parsable  --parsable: every line is section:key:value; the build, knob and UCX facts are there
+#   parsable  --parsable: every line is section:key:value; the build, knob, UCX and (with MPI) the
+#             interposer's coverage facts are there
 #   badopt    an unknown option: usage on stderr, nothing on stdout, exit 2
 #   unknown   GDTE_FRAG_SZIE and GDTE_NO_SUCH_KNOB set: gdte_init warns on stderr (with the
 #             nearest knob for the first), --parsable lists both as env:unknown; GDTETEST_*
@@ -61,6 +62,10 @@ elseif(MODE STREQUAL "parsable")
   endforeach()
   if(out MATCHES "build:ucx:[0-9]" AND NOT out MATCHES "ucx:transport:self:[^:\n]+:loopback")
     fail("built with UCX, but the self transport is not listed")
+  endif()
+  if(NOT out MATCHES "build:mpi:no" AND NOT out MATCHES
+     "mpi:coverage:carried: [^;\n]+; refused on device memory unless the MPI is GPU-aware: collectives \\([0-9]+ calls\\)")
+    fail("built with MPI, but mpi:coverage does not say what the interposer carries and refuses")
   endif()
 elseif(MODE STREQUAL "badopt")
   run(${INFO} --no-such-option)

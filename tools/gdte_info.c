@@ -18,6 +18,7 @@
 #endif
 #ifdef GDTE_HAVE_MPI
 #include <mpi.h> /* for its version macros only: gdte_info does not link MPI */
+#include "mpi/refuse.h" /* the table of calls the interposer refuses on device memory */
 #endif
 
 #ifndef GDTE_BUILD_COMPILER
@@ -41,7 +42,7 @@ static const char *section;
 static void fact(const char *sec, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fact(const char *sec, const char *key, const char *fmt, ...)
 {
-    char val[512];
+    char val[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(val, sizeof val, fmt, ap);
@@ -237,6 +238,57 @@ static void ucx_facts(int ngpu)
 #endif
 }
 
+/* What libgdte_mpi.so does with a device buffer, from the table its shims are generated from
+ * (src/mpi/refuse.h): one summary, and in parsable form the calls of each refused family. */
+static void mpi_facts(void)
+{
+#ifdef GDTE_HAVE_MPI
+    enum {
+#define GDTE_X_FAM_ID(id, key) FAM_##id,
+        GDTE_REFUSE_FAMILIES(GDTE_X_FAM_ID)
+#undef GDTE_X_FAM_ID
+            FAM_COUNT_
+    };
+    static const char *const fam_key[] = {
+#define GDTE_X_FAM_KEY(id, key) key,
+        GDTE_REFUSE_FAMILIES(GDTE_X_FAM_KEY)
+#undef GDTE_X_FAM_KEY
+    };
+    static const struct {
+        int fam;
+        const char *name;
+    } calls[] = {
+#define GDTE_X_CALL(fam, name, params, args, hk, h, probes) {FAM_##fam, #name},
+        GDTE_REFUSE_LIST(GDTE_X_CALL)
+#undef GDTE_X_CALL
+    };
+    const int ncalls = (int)(sizeof calls / sizeof calls[0]);
+    char refused[512] = "";
+    size_t len = 0;
+    for (int f = 0; f < FAM_COUNT_; f++) {
+        int n = 0;
+        for (int i = 0; i < ncalls; i++) n += calls[i].fam == f;
+        len += (size_t)snprintf(refused + len, sizeof refused - len, "%s%s (%d call%s)", f ? ", " : "", fam_key[f], n,
+                                n == 1 ? "" : "s");
+        if (len >= sizeof refused) break;
+    }
+    fact("mpi", "coverage",
+         "carried: %s; refused on device memory unless the MPI is GPU-aware: %s; other calls go to the MPI untouched",
+         GDTE_MPI_CARRIED, refused);
+    if (!parsable) return;
+    for (int f = 0; f < FAM_COUNT_; f++) {
+        char key[64], names[4096] = "";
+        size_t at = 0;
+        for (int i = 0; i < ncalls && at < sizeof names; i++)
+            if (calls[i].fam == f) at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", at ? "," : "", calls[i].name);
+        snprintf(key, sizeof key, "refused:%s", fam_key[f]);
+        fact("mpi", key, "%s", names);
+    }
+#else
+    fact("mpi", "coverage", "no interposer (GDTE_WITH_MPI=OFF)");
+#endif
+}
+
 static void knob_facts(void)
 {
     for (int i = 0; i < GDTE_KNOB_COUNT_; i++) {
@@ -301,6 +353,7 @@ int main(int argc, char **argv)
     }
     gpu_facts();
     ucx_facts(gdte_gpu_available() ? gdte_gpu_device_count() : 0);
+    mpi_facts();
     knob_facts();
     if (gdte_env_unknown(unknown_var, NULL) == 0 && !parsable) fact("environment", "GDTE_*", "every one is a known knob");
     gdte_finalize();

@@ -1,0 +1,379 @@
+/*
+ * Calls gdte does not carry (src/mpi/refuse.h): a representative of each family, on device
+ * buffers and on host buffers, with MPI_ERRORS_RETURN on every handle.
+ *
+ * Under an MPI that cannot read device memory (fake mode, GDTE_MPI_GPU_AWARE unset or 0) a
+ * call given a device buffer the MPI would touch returns an error of class MPI_ERR_BUFFER on
+ * every rank, and the MPI never sees it: receive buffers, windows and files stay as they were.
+ * Under a GPU-aware MPI (GDTE_MPI_GPU_AWARE=1; in fake mode the "device" is host memory any
+ * MPI reads), under GDTE_DISABLE=1 and without the interposer, the same calls go to the MPI
+ * and give the same data as on host buffers. Host buffers always go through and give correct
+ * data. Buffers the MPI does not touch (a non-root's receive buffer, MPI_IN_PLACE) are never
+ * refused.
+ *
+ * Families: Bcast, Allgather, Alltoallw, Neighbor_alltoallw (Cartesian), Reduce, Allreduce,
+ * Ibcast, Win_create + Put/Get under fences, File_write_at/File_read_at, Pack_external /
+ * Unpack_external, Reduce_local, Buffer_attach.
+ */
+#include <unistd.h>
+#include "mpitest.h"
+
+#define N 16
+
+static int expect_refuse; /* device buffers are refused in this run */
+
+static int eclass(int rc)
+{
+    int c = rc;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &c);
+    return c;
+}
+
+/* Whether a call on a device buffer was refused, checked against what this run expects.
+ * Returns 1 when it went through (the caller then checks the data). */
+static int went_through(int dev, int rc, const char *what)
+{
+    if (dev && expect_refuse) {
+        MT_CHECK(eclass(rc) == MPI_ERR_BUFFER, "%s on device memory: error class %d, want MPI_ERR_BUFFER (%d)", what,
+                 eclass(rc), MPI_ERR_BUFFER);
+        return 0;
+    }
+    MT_CHECK(rc == MPI_SUCCESS, "%s on %s memory returned %d", what, dev ? "device" : "host", rc);
+    return rc == MPI_SUCCESS;
+}
+
+static const char *kind(int dev) { return dev ? "device" : "host"; }
+
+static void bcast(int dev)
+{
+    int *b = mt_alloc(dev, N * sizeof(int));
+    for (int i = 0; i < N; i++) b[i] = mt_rank == 0 ? 3 * i + 7 : -1;
+    int ok = went_through(dev, MPI_Bcast(b, N, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    for (int i = 0; i < N; i++) {
+        int want = ok || mt_rank == 0 ? 3 * i + 7 : -1;
+        if (b[i] != want) {
+            MT_CHECK(0, "MPI_Bcast (%s): element %d is %d, want %d", kind(dev), i, b[i], want);
+            break;
+        }
+    }
+    mt_free(dev, b);
+}
+
+static void ibcast(int dev)
+{
+    int *b = mt_alloc(dev, N * sizeof(int));
+    for (int i = 0; i < N; i++) b[i] = mt_rank == 1 ? 5 * i - 3 : -1;
+    MPI_Request r = MPI_REQUEST_NULL;
+    int root = mt_size > 1 ? 1 : 0;
+    if (went_through(dev, MPI_Ibcast(b, N, MPI_INT, root, MPI_COMM_WORLD, &r), "MPI_Ibcast")) {
+        MT_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        for (int i = 0; i < N; i++)
+            if (b[i] != 5 * i - 3) {
+                MT_CHECK(0, "MPI_Ibcast (%s): element %d is %d", kind(dev), i, b[i]);
+                break;
+            }
+    } else {
+        MT_CHECK(r == MPI_REQUEST_NULL, "a refused MPI_Ibcast set a request");
+        for (int i = 0; i < N && mt_rank != root; i++)
+            if (b[i] != -1) {
+                MT_CHECK(0, "refused MPI_Ibcast wrote element %d", i);
+                break;
+            }
+    }
+    mt_free(dev, b);
+}
+
+/* The send buffer stays on the host: the refusal must name the receive buffer. */
+static void allgather(int dev)
+{
+    int s[3], *r = mt_alloc(dev, 3 * mt_size * sizeof(int));
+    for (int i = 0; i < 3; i++) s[i] = mt_rank * 10 + i;
+    for (int i = 0; i < 3 * mt_size; i++) r[i] = -1;
+    int ok = went_through(dev, MPI_Allgather(s, 3, MPI_INT, r, 3, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+    for (int p = 0; p < mt_size; p++)
+        for (int i = 0; i < 3; i++) {
+            int want = ok ? p * 10 + i : -1;
+            MT_CHECK(r[p * 3 + i] == want, "MPI_Allgather (%s): from %d element %d is %d, want %d", kind(dev), p, i,
+                     r[p * 3 + i], want);
+        }
+    mt_free(dev, r);
+}
+
+/* Two ints for each peer; received as one pair type from even peers, as two MPI_INT from odd. */
+static void alltoallw(int dev)
+{
+    int np = mt_size;
+    int *s = mt_alloc(dev, 2 * np * sizeof(int)), *r = mt_alloc(dev, 2 * np * sizeof(int));
+    int *sc = malloc(np * sizeof(int)), *sd = malloc(np * sizeof(int)), *rc = malloc(np * sizeof(int)),
+        *rd = malloc(np * sizeof(int));
+    MPI_Datatype *st = malloc(np * sizeof(MPI_Datatype)), *rt = malloc(np * sizeof(MPI_Datatype)), pair;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    for (int p = 0; p < np; p++) {
+        s[2 * p] = mt_rank * 100 + p;
+        s[2 * p + 1] = mt_rank * 100 + p + 50;
+        r[2 * p] = r[2 * p + 1] = -1;
+        sc[p] = 2, sd[p] = 2 * p * (int)sizeof(int), st[p] = MPI_INT;
+        rc[p] = p % 2 ? 2 : 1, rd[p] = 2 * p * (int)sizeof(int), rt[p] = p % 2 ? MPI_INT : pair;
+    }
+    int ok = went_through(dev, MPI_Alltoallw(s, sc, sd, st, r, rc, rd, rt, MPI_COMM_WORLD), "MPI_Alltoallw");
+    for (int p = 0; p < np; p++) {
+        int w0 = ok ? p * 100 + mt_rank : -1, w1 = ok ? p * 100 + mt_rank + 50 : -1;
+        MT_CHECK(r[2 * p] == w0 && r[2 * p + 1] == w1, "MPI_Alltoallw (%s): from %d got %d %d, want %d %d", kind(dev), p,
+                 r[2 * p], r[2 * p + 1], w0, w1);
+    }
+    MPI_Type_free(&pair);
+    free(sc), free(sd), free(rc), free(rd), free(st), free(rt);
+    mt_free(dev, s);
+    mt_free(dev, r);
+}
+
+/* A non-periodic line of processes: block 0 goes to / comes from the left neighbour, block 1
+ * the right; at the ends the missing neighbour is MPI_PROC_NULL and its block is untouched. */
+static void neighbor_alltoallw(int dev)
+{
+    MPI_Comm cart;
+    int dims[1] = {mt_size}, periods[1] = {0};
+    MT_MPI(MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart));
+    int left, right;
+    MPI_Cart_shift(cart, 0, 1, &left, &right);
+    int *s = mt_alloc(dev, 2 * sizeof(int)), *r = mt_alloc(dev, 2 * sizeof(int));
+    s[0] = mt_rank * 10, s[1] = mt_rank * 10 + 1, r[0] = r[1] = -1;
+    int cnt[2] = {1, 1};
+    MPI_Aint disp[2] = {0, sizeof(int)};
+    MPI_Datatype t[2] = {MPI_INT, MPI_INT};
+    int ok = went_through(dev, MPI_Neighbor_alltoallw(s, cnt, disp, t, r, cnt, disp, t, cart), "MPI_Neighbor_alltoallw");
+    int w0 = ok && left != MPI_PROC_NULL ? left * 10 + 1 : -1, w1 = ok && right != MPI_PROC_NULL ? right * 10 : -1;
+    MT_CHECK(r[0] == w0 && r[1] == w1, "MPI_Neighbor_alltoallw (%s): got %d %d, want %d %d", kind(dev), r[0], r[1], w0, w1);
+    mt_free(dev, s);
+    mt_free(dev, r);
+    MPI_Comm_free(&cart);
+}
+
+static void reductions(int dev)
+{
+    int *s = mt_alloc(dev, N * sizeof(int)), *r = mt_alloc(dev, N * sizeof(int));
+    int sum_ranks = mt_size * (mt_size - 1) / 2;
+    for (int i = 0; i < N; i++) s[i] = mt_rank + i, r[i] = -1;
+    int ok = went_through(dev, MPI_Reduce(s, r, N, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
+    if (mt_rank == 0)
+        for (int i = 0; i < N; i++) {
+            int want = ok ? sum_ranks + mt_size * i : -1;
+            MT_CHECK(r[i] == want, "MPI_Reduce (%s): element %d is %d, want %d", kind(dev), i, r[i], want);
+        }
+    for (int i = 0; i < N; i++) r[i] = -1;
+    ok = went_through(dev, MPI_Allreduce(s, r, N, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    for (int i = 0; i < N; i++) {
+        int want = ok ? mt_size - 1 + i : -1;
+        MT_CHECK(r[i] == want, "MPI_Allreduce (%s): element %d is %d, want %d", kind(dev), i, r[i], want);
+    }
+    mt_free(dev, s);
+    mt_free(dev, r);
+}
+
+/* Buffers the MPI does not touch are not looked at: a host MPI_Reduce whose non-root ranks pass
+ * a device receive buffer, and MPI_IN_PLACE. Both go through in every mode. */
+static void insignificant(void)
+{
+    int s[N], *r = mt_rank == 0 ? calloc(N, sizeof(int)) : mt_dev_alloc(N * sizeof(int));
+    for (int i = 0; i < N; i++) s[i] = mt_rank + 1;
+    MT_MPI(MPI_Reduce(s, r, N, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (mt_rank == 0)
+        for (int i = 0; i < N; i++) MT_CHECK(r[i] == mt_size * (mt_size + 1) / 2, "MPI_Reduce at root: %d", r[i]);
+    if (mt_rank == 0) free(r);
+    else mt_dev_free(r);
+    MT_MPI(MPI_Allreduce(MPI_IN_PLACE, s, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    MT_CHECK(s[0] == mt_size * (mt_size + 1) / 2, "MPI_Allreduce in place: %d", s[0]);
+}
+
+/* A window over device memory (refused at MPI_Win_create), then Put and Get with a device
+ * origin buffer under fences on a window that exists. */
+static void one_sided(int dev)
+{
+    int np = mt_size, right = (mt_rank + 1) % np, left = (mt_rank + np - 1) % np;
+    int wdev = dev, *wmem = mt_alloc(wdev, np * sizeof(int));
+    for (int i = 0; i < np; i++) wmem[i] = -1;
+    MPI_Win win = MPI_WIN_NULL;
+    int rc = MPI_Win_create(wmem, np * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    if (!went_through(dev, rc, "MPI_Win_create")) {
+        /* The origin buffers below stay device memory; the window becomes host memory. */
+        MT_CHECK(win == MPI_WIN_NULL, "a refused MPI_Win_create set a window");
+        mt_free(wdev, wmem);
+        wdev = 0;
+        wmem = calloc(np, sizeof(int));
+        for (int i = 0; i < np; i++) wmem[i] = -1;
+        MT_MPI(MPI_Win_create(wmem, np * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    }
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    int *o = mt_alloc(dev, sizeof(int));
+    *o = 1000 + mt_rank;
+    MT_MPI(MPI_Win_fence(0, win));
+    int ok = went_through(dev, MPI_Put(o, 1, MPI_INT, right, mt_rank, 1, MPI_INT, win), "MPI_Put");
+    MT_MPI(MPI_Win_fence(0, win));
+    int want = ok ? 1000 + left : -1;
+    MT_CHECK(wmem[left] == want, "MPI_Put (%s origin): window slot %d is %d, want %d", kind(dev), left, wmem[left], want);
+    wmem[mt_rank] = 2000 + mt_rank;
+    *o = -1;
+    MT_MPI(MPI_Win_fence(0, win));
+    ok = went_through(dev, MPI_Get(o, 1, MPI_INT, right, right, 1, MPI_INT, win), "MPI_Get");
+    MT_MPI(MPI_Win_fence(0, win));
+    want = ok ? 2000 + right : -1;
+    MT_CHECK(*o == want, "MPI_Get (%s origin): got %d, want %d", kind(dev), *o, want);
+    MT_MPI(MPI_Win_free(&win));
+    mt_free(dev, o);
+    mt_free(wdev, wmem);
+}
+
+/* Each rank writes its block at its own offset of a shared file; all read the whole file back
+ * into host memory, then into device memory. */
+static void file_io(int dev)
+{
+    char path[256] = "";
+    if (mt_rank == 0) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(path, sizeof path, "%s/gdte_refuse_test_%ld_%d", tmp && *tmp ? tmp : "/tmp", (long)getpid(), dev);
+    }
+    MT_MPI(MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD));
+    MPI_File fh;
+    MT_MPI(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL,
+                         &fh));
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    int *b = mt_alloc(dev, N * sizeof(int));
+    for (int i = 0; i < N; i++) b[i] = mt_rank * 1000 + i;
+    MPI_Status st;
+    int ok = went_through(dev, MPI_File_write_at(fh, (MPI_Offset)mt_rank * N * sizeof(int), b, N, MPI_INT, &st),
+                          "MPI_File_write_at");
+    MT_MPI(MPI_File_sync(fh));
+    MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    MT_MPI(MPI_File_sync(fh));
+    int total = N * mt_size, *all = calloc(total, sizeof(int)), got = -1;
+    MT_MPI(MPI_File_read_at(fh, 0, all, total, MPI_INT, &st));
+    MPI_Get_count(&st, MPI_INT, &got);
+    MT_CHECK(got == (ok ? total : 0), "MPI_File_read_at after a %s write read %d ints, want %d", kind(dev), got,
+             ok ? total : 0);
+    for (int i = 0; ok && i < total; i++)
+        if (all[i] != (i / N) * 1000 + i % N) {
+            MT_CHECK(0, "file int %d is %d", i, all[i]);
+            break;
+        }
+    if (ok) {
+        /* Reading into the device buffer: refused likewise, or the same bytes. */
+        int *d = mt_alloc(dev, total * sizeof(int));
+        for (int i = 0; i < total; i++) d[i] = -1;
+        if (went_through(dev, MPI_File_read_at(fh, 0, d, total, MPI_INT, &st), "MPI_File_read_at"))
+            mt_same(d, all, total * sizeof(int), "MPI_File_read_at");
+        mt_free(dev, d);
+    } else {
+        int *d = mt_alloc(dev, N * sizeof(int));
+        d[0] = -1;
+        went_through(dev, MPI_File_read_at(fh, 0, d, N, MPI_INT, &st), "MPI_File_read_at");
+        MT_CHECK(d[0] == -1, "a refused MPI_File_read_at wrote the buffer");
+        mt_free(dev, d);
+    }
+    free(all);
+    mt_free(dev, b);
+    MT_MPI(MPI_File_close(&fh));
+}
+
+/* external32 is big-endian: int 0x01020304 + i is the bytes 01 02 03 04+i. */
+static void pack_external(int dev)
+{
+    int *in = mt_alloc(dev, N * sizeof(int)), *back = mt_alloc(dev, N * sizeof(int));
+    unsigned char out[N * 4];
+    memset(out, 0xEE, sizeof out);
+    for (int i = 0; i < N; i++) in[i] = 0x01020304 + i, back[i] = -1;
+    MPI_Aint pos = 0;
+    int ok = went_through(dev, MPI_Pack_external("external32", in, N, MPI_INT, out, sizeof out, &pos),
+                          "MPI_Pack_external");
+    if (ok) {
+        MT_CHECK(pos == N * 4, "MPI_Pack_external position %ld", (long)pos);
+        for (int i = 0; i < N; i++)
+            MT_CHECK(out[4 * i] == 1 && out[4 * i + 1] == 2 && out[4 * i + 2] == 3 && out[4 * i + 3] == 4 + i,
+                     "MPI_Pack_external (%s): int %d packed as %02x %02x %02x %02x", kind(dev), i, out[4 * i],
+                     out[4 * i + 1], out[4 * i + 2], out[4 * i + 3]);
+    } else {
+        MT_CHECK(pos == 0 && out[0] == 0xEE, "a refused MPI_Pack_external wrote its output");
+        for (int i = 0; i < N; i++) out[4 * i] = 1, out[4 * i + 1] = 2, out[4 * i + 2] = 3, out[4 * i + 3] = 4 + i;
+    }
+    pos = 0;
+    ok = went_through(dev, MPI_Unpack_external("external32", out, sizeof out, &pos, back, N, MPI_INT),
+                      "MPI_Unpack_external");
+    for (int i = 0; i < N; i++) {
+        int want = ok ? 0x01020304 + i : -1;
+        if (back[i] != want) {
+            MT_CHECK(0, "MPI_Unpack_external (%s): int %d is %#x, want %#x", kind(dev), i, back[i], want);
+            break;
+        }
+    }
+    mt_free(dev, in);
+    mt_free(dev, back);
+}
+
+static void local_calls(int dev)
+{
+    int in[N], *io = mt_alloc(dev, N * sizeof(int));
+    for (int i = 0; i < N; i++) in[i] = i, io[i] = 100;
+    int ok = went_through(dev, MPI_Reduce_local(in, io, N, MPI_INT, MPI_SUM), "MPI_Reduce_local");
+    for (int i = 0; i < N; i++) {
+        int want = ok ? 100 + i : 100;
+        if (io[i] != want) {
+            MT_CHECK(0, "MPI_Reduce_local (%s): element %d is %d, want %d", kind(dev), i, io[i], want);
+            break;
+        }
+    }
+    mt_free(dev, io);
+
+    /* A buffered send through an attached buffer of either kind (the message is host memory). */
+    int size = MPI_BSEND_OVERHEAD + N * (int)sizeof(int) + 64;
+    void *att = mt_alloc(dev, size);
+    if (went_through(dev, MPI_Buffer_attach(att, size), "MPI_Buffer_attach")) {
+        int msg[N], got[N];
+        for (int i = 0; i < N; i++) msg[i] = mt_rank * 7 + i;
+        int to = (mt_rank + 1) % mt_size, from = (mt_rank + mt_size - 1) % mt_size;
+        MT_MPI(MPI_Bsend(msg, N, MPI_INT, to, 77, MPI_COMM_WORLD));
+        MT_MPI(MPI_Recv(got, N, MPI_INT, from, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MT_CHECK(got[N - 1] == from * 7 + N - 1, "MPI_Bsend through an attached %s buffer: %d", kind(dev), got[N - 1]);
+        void *det;
+        int dsize;
+        MT_MPI(MPI_Buffer_detach(&det, &dsize));
+        MT_CHECK(det == att && dsize == size, "MPI_Buffer_detach gave back %p/%d", det, dsize);
+    }
+    mt_free(dev, att);
+}
+
+/* Whether the MPI underneath moves device memory as gdte decides it (GDTE_MPI_GPU_AWARE). */
+static int mpi_gpu_aware(void)
+{
+    const char *k = getenv("GDTE_MPI_GPU_AWARE");
+    if (k && !strcmp(k, "1")) return 1;
+    if (k && !strcmp(k, "0")) return 0;
+    if (!mt_cuda()) return 0; /* fake mode: "auto" asks the MPI, whose answer concerns a real GPU */
+    int (*q)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support");
+    return q && q() == 1;
+}
+
+int main(int argc, char **argv)
+{
+    mt_init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    expect_refuse = mt_expect_gdte() && !mpi_gpu_aware();
+    if (mt_rank == 0)
+        printf("device buffers in calls gdte does not carry: %s\n", expect_refuse ? "refused" : "passed to the MPI");
+    for (int dev = 0; dev < 2; dev++) {
+        mt_phase_t ph = mt_phase_begin(0);
+        bcast(dev);
+        ibcast(dev);
+        allgather(dev);
+        alltoallw(dev);
+        neighbor_alltoallw(dev);
+        reductions(dev);
+        one_sided(dev);
+        file_io(dev);
+        pack_external(dev);
+        local_calls(dev);
+        /* None of these is gdte's point-to-point work: its counters must not move. */
+        mt_phase_end(ph, dev ? "calls gdte does not carry, device buffers" : "calls gdte does not carry, host buffers");
+    }
+    insignificant();
+    return mt_finish("refuse_test");
+}
