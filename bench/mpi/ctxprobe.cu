@@ -5,7 +5,10 @@
 // --iters. Operations: none (signals only), kernel (an empty kernel), d2h / h2d (cudaMemcpyAsync
 // between device memory and pinned host memory), d2d (within the process's device memory),
 // d2h_2d (cudaMemcpy2DAsync of 8-byte rows at a 16-byte pitch, device to pinned host),
-// zc_kernel (a kernel writing mapped pinned host memory). A diagnostic for where small-message
+// zc_kernel (a kernel writing mapped pinned host memory), h2d_2d (8-byte rows at a 16-byte pitch,
+// pinned host to device), h2d_1row (a 2-D copy of one row), h2d_pageable (from pageable memory),
+// h2d_3d (cudaMemcpy3DAsync of one row), h2d_contig2d (a contiguous destination written as 256-byte
+// rows from a 512-byte source pitch), h2d_contig2d_sp (two rows, source pitch one byte longer). A diagnostic for where small-message
 // latency goes under the interposer, not a benchmark of gdte. Usage: mpirun -np 2 ctxprobe
 // [--iters N] [--csv FILE]
 #include <mpi.h>
@@ -29,8 +32,8 @@ __global__ void fill_kernel(char *dst, const char *src, size_t n)
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
-enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_COUNT };
-static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel"};
+enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_H2D_2D, OP_H2D_1ROW, OP_H2D_PAGEABLE, OP_H2D_3D, OP_H2D_CONTIG2D, OP_H2D_CONTIG2D_SP, OP_COUNT };
+static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel", "h2d_2d", "h2d_1row", "h2d_pageable", "h2d_3d", "h2d_contig2d", "h2d_contig2d_sp"};
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -64,6 +67,7 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&d1, 2 * maxn));
     CK(cudaHostAlloc(&h, 2 * maxn, cudaHostAllocMapped));
     CK(cudaHostGetDevicePointer((void **)&hdev, h, 0));
+    char *pageable = (char *)calloc(1, 2 * maxn);
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaDeviceProp p;
@@ -96,6 +100,24 @@ int main(int argc, char **argv)
                     case OP_D2D: CK(cudaMemcpyAsync(d1, d0, n, cudaMemcpyDeviceToDevice, s)); break;
                     case OP_D2H_2D: CK(cudaMemcpy2DAsync(h, 8, d0, 16, 8, n / 8, cudaMemcpyDeviceToHost, s)); break;
                     case OP_ZC_KERNEL: fill_kernel<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0, s>>>(hdev, d0, n); break;
+                    case OP_H2D_2D: CK(cudaMemcpy2DAsync(d0, 16, h, 8, 8, n / 8, cudaMemcpyHostToDevice, s)); break;
+                    case OP_H2D_1ROW: CK(cudaMemcpy2DAsync(d0, n, h, n, n, 1, cudaMemcpyHostToDevice, s)); break;
+                    case OP_H2D_PAGEABLE: CK(cudaMemcpyAsync(d0, pageable, n, cudaMemcpyHostToDevice, s)); break;
+                    case OP_H2D_3D: {
+                        cudaMemcpy3DParms q = {0};
+                        q.srcPtr = make_cudaPitchedPtr(h, n, n, 1);
+                        q.dstPtr = make_cudaPitchedPtr(d0, n, n, 1);
+                        q.extent = make_cudaExtent(n, 1, 1);
+                        q.kind = cudaMemcpyHostToDevice;
+                        CK(cudaMemcpy3DAsync(&q, s));
+                        break;
+                    }
+                    case OP_H2D_CONTIG2D: /* contiguous destination as 256-byte rows, source rows at a 512-byte pitch */
+                        CK(cudaMemcpy2DAsync(d0, 256, h, 512, 256, n / 256, cudaMemcpyHostToDevice, s));
+                        break;
+                    case OP_H2D_CONTIG2D_SP: /* contiguous both sides, expressed as two rows with a pitch one byte longer at the source */
+                        CK(cudaMemcpy2DAsync(d0, n / 2, h, n / 2 + 1, n / 2, 2, cudaMemcpyHostToDevice, s));
+                        break;
                     default: break;
                     }
                     CK(cudaStreamSynchronize(s));

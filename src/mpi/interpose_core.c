@@ -330,6 +330,7 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"types_live", gdte_engine_live_types()},
         {"fragments", gdte_xfer_fragments()},
         {"zero_copies", gdte_xfer_zero_copies()},
+        {"copy_engine", gdte_xfer_copy_engine()},
         {"stage_allocs", ss.allocs},
         {"stage_reuses", ss.reuses},
         {"stage_overflows", ss.overflows},

@@ -85,7 +85,12 @@ static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count
     gdte_status_t st = gdte_ipo_type(dt, count, &m->type, &m->nbytes);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     if (m->nbytes == 0) return MPI_SUCCESS;
-    if (mpi_takes_as_is(m->type)) {
+    /* Over an MPI that moves device memory, a small dense or single-stride message still goes
+     * through pinned host staging when the copy engines can move it alone (xfer.c: no kernel,
+     * no device-to-device copy, which cost a context switch on a shared GPU); past that the
+     * packed bytes stay on the device, and a dense message goes to the MPI as it is. */
+    int host_ce = gdte_ipo_gpu_aware() && kind == GDTE_IPO_DEVICE && gdte_xfer_copy_engine_fits(m->type, count, m->nbytes);
+    if (!host_ce && mpi_takes_as_is(m->type)) {
         gdte_debug("%s: %d element(s), %lld contiguous bytes of device data, handed to the MPI as they are", fn, count,
                    (long long)m->nbytes);
         m->nbytes = 0;
@@ -93,7 +98,7 @@ static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count
         return MPI_SUCCESS;
     }
     /* Over an MPI that moves device memory the packed bytes stay on the device. */
-    gdte_stage_kind_t sk = gdte_ipo_gpu_aware() ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
+    gdte_stage_kind_t sk = gdte_ipo_gpu_aware() && !host_ce ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
     st = gdte_stage_acquire(sk, kind == GDTE_IPO_FAKE, (size_t)m->nbytes, &m->stage);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     gdte_debug("%s: %d element(s), %lld packed bytes of device data, staged through %s memory as MPI_PACKED", fn, count,

@@ -4,6 +4,8 @@
 #include <string.h>
 #include "xfer.h"
 #include "staging.h"
+#include "engine/engine.h"
+#include "engine/layout.h"
 #include "gpu/gpu.h"
 #include "util/util.h"
 
@@ -16,6 +18,18 @@
 
 enum { ZC_AUTO = 0, ZC_ON = 1, ZC_OFF = 2 }; /* order of GDTE_ZERO_COPY's accepted list */
 
+/* Small messages by the copy engines alone. Why: when processes share a GPU (more ranks than
+ * GPUs, no MPS), a kernel needs the GPU to switch over from the context that ran last, and so do
+ * the driver's own 1-D host-to-device copies under 32 KiB and its device-to-device copies:
+ * 145-150 us a turn on an H100, against 8-20 us for a device-to-host copy of any size, a
+ * host-to-device copy from 32 KiB, or a 2-D copy whose pitch differs from its width
+ * (bench/mpi/ctxprobe, ctxprobe-h100.csv). A small message whose layout is one block or blocks
+ * at one stride is therefore moved by one such copy, no kernel: up to XFER_CE_MAX bytes and
+ * XFER_CE_MAX_ROWS blocks (past that a kernel is faster than a copy engine walking short rows). */
+#define XFER_CE_MAX (64 * 1024)
+#define XFER_CE_MAX_ROWS 2048
+#define XFER_CE_H2D_1D_MIN (32 * 1024)
+
 typedef struct xfer_gpu {
     int ready;
     gdte_stream_t s_pack, s_copy;
@@ -25,7 +39,7 @@ typedef struct xfer_gpu {
 
 static pthread_mutex_t xfer_lock = PTHREAD_MUTEX_INITIALIZER;
 static xfer_gpu_t G;
-static _Atomic int64_t n_fragments, n_zero_copies;
+static _Atomic int64_t n_fragments, n_zero_copies, n_copy_engine;
 
 /* One pipeline run: what the fragment loop needs, for the GPU or the fake device. */
 typedef struct xfer {
@@ -136,6 +150,77 @@ static gdte_status_t x_wait(const xfer_t *x, gdte_gpu_event_t ev, int on_copy)
     return gdte_gpu_stream_wait_event(on_copy ? G.s_copy : G.s_pack, ev);
 }
 
+static gdte_status_t x_copy2d(const xfer_t *x, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                              size_t height)
+{
+    if (!x->fake) return gdte_gpu_memcpy2d_async(dst, dpitch, src, spitch, width, height, G.s_pack);
+    for (size_t r = 0; r < height; r++) memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return GDTE_OK;
+}
+
+/* How the copy-engine path would move (type, count): 1 one block, 2 blocks at one stride, 0 not
+ * at all (see XFER_CE_MAX). *L_p receives the layout. */
+static int ce_shape(gdte_type_h type, int64_t count, int64_t nbytes, int unpack, gdte_layout_t *L_p)
+{
+    gdte_layout_t *L = L_p;
+    if (nbytes > XFER_CE_MAX || gdte_engine_layout(type, count, L) != GDTE_OK || L->total != nbytes) return 0;
+    if (L->kind == GDTE_LAYOUT_KIND_STRIDED && L->ndims == 1 && L->count[0] <= XFER_CE_MAX_ROWS &&
+        L->stride[0] > L->blocklen && L->stride[0] < INT32_MAX)
+        return 2;
+    if (L->kind != GDTE_LAYOUT_KIND_CONTIG) return 0;
+    return !unpack || nbytes >= XFER_CE_H2D_1D_MIN || nbytes % 2 == 0 ? 1 : 0;
+}
+
+int gdte_xfer_copy_engine_fits(gdte_type_h type, int64_t count, int64_t nbytes)
+{
+    gdte_layout_t L;
+    return gdte_gpu_available() && ce_shape(type, count, nbytes, 1, &L) != 0;
+}
+
+/* The copy-engine path (see XFER_CE_MAX). Returns GDTE_ERR_UNSUPPORTED when the message does not
+ * qualify, before anything was queued. */
+static gdte_status_t run_copy_engine(const xfer_t *x, int unpack, void *host, int host_pinned, int64_t nbytes)
+{
+    gdte_layout_t L;
+    int shape = (host_pinned || x->fake) ? ce_shape(x->type, x->count, nbytes, unpack, &L) : 0;
+    if (!shape) return GDTE_ERR_UNSUPPORTED;
+    char *u = (char *)x->user + L.disp;
+    gdte_status_t st;
+    gdte_stage_t *scratch = NULL;
+    if (shape == 2) {
+        /* Blocks at a stride: one 2-D copy, the packed side dense. */
+        st = unpack ? x_copy2d(x, u, (size_t)L.stride[0], host, (size_t)L.blocklen, (size_t)L.blocklen, (size_t)L.count[0])
+                    : x_copy2d(x, host, (size_t)L.blocklen, u, (size_t)L.stride[0], (size_t)L.blocklen, (size_t)L.count[0]);
+    } else if (!unpack || nbytes >= XFER_CE_H2D_1D_MIN) {
+        st = x->fake ? (memcpy(unpack ? (void *)u : host, unpack ? host : (void *)u, (size_t)nbytes), GDTE_OK)
+                     : gdte_gpu_memcpy_async(unpack ? (void *)u : host, unpack ? host : u, (size_t)nbytes, G.s_pack);
+    } else {
+        /* A short dense host-to-device copy as two rows whose source pitch is one byte longer
+         * than their width: the copy engine takes it as 2-D (the halves are first set apart by
+         * one byte in pinned scratch). */
+        size_t h = (size_t)nbytes / 2;
+        if ((st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, 2 * h + 1, &scratch)) != GDTE_OK) return st;
+        if (!scratch->pinned && !x->fake) {
+            gdte_stage_release(scratch);
+            return GDTE_ERR_UNSUPPORTED;
+        }
+        memcpy(scratch->ptr, host, h);
+        memcpy((char *)scratch->ptr + h + 1, (const char *)host + h, h);
+        st = x_copy2d(x, u, h, scratch->ptr, h + 1, h, 2);
+    }
+    if (!x->fake) {
+        gdte_status_t s2 = gdte_gpu_stream_synchronize(G.s_pack);
+        if (st == GDTE_OK) st = s2;
+    }
+    if (scratch) gdte_stage_release(scratch);
+    if (st == GDTE_OK) {
+        n_fragments++;
+        n_copy_engine++;
+        gdte_trace("%s %lld bytes by the copy engine alone", unpack ? "unpacked" : "packed", (long long)nbytes);
+    }
+    return st;
+}
+
 static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int host_pinned, int64_t nbytes)
 {
     gdte_status_t st = GDTE_OK;
@@ -146,6 +231,12 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
     if (!x->fake && ((st = gdte_gpu_event_record(G.ev_app, NULL)) != GDTE_OK ||
                      (st = gdte_gpu_stream_wait_event(G.s_pack, G.ev_app)) != GDTE_OK))
         return st;
+
+    if (gdte_knob(GDTE_KNOB_ZERO_COPY) != ZC_ON) {
+        st = run_copy_engine(x, unpack, host, host_pinned, nbytes);
+        if (st != GDTE_ERR_UNSUPPORTED) return st;
+        st = GDTE_OK;
+    }
 
     if (use_zero_copy(nbytes, host_pinned, x->fake)) {
         void *packed = host;
@@ -274,3 +365,4 @@ gdte_status_t gdte_xfer_unpack_stage(const gdte_stage_t *stage, int64_t posted, 
 
 int64_t gdte_xfer_fragments(void) { return n_fragments; }
 int64_t gdte_xfer_zero_copies(void) { return n_zero_copies; }
+int64_t gdte_xfer_copy_engine(void) { return n_copy_engine; }

@@ -43,6 +43,11 @@ int64_t gdte_xfer_frag_size(int64_t nbytes);
 /* Fragments moved so far (all directions), and transfers that used zero copy. */
 int64_t gdte_xfer_fragments(void);
 int64_t gdte_xfer_zero_copies(void);
+/* 1 when a message of (type, count), `nbytes` packed, is small and regular enough for the
+ * copy engines alone both ways through pinned host staging (a GPU present). */
+int gdte_xfer_copy_engine_fits(gdte_type_h type, int64_t count, int64_t nbytes);
+/* Transfers done by the copy engines alone (small dense or single-stride messages). */
+int64_t gdte_xfer_copy_engine(void);
 void gdte_xfer_finalize(void);
 
 #endif
