@@ -406,6 +406,21 @@ section_bench_halo3d() {
   local rc=$?
   grep -v "^\[" "$log" | tail -20
   [ $rc -eq 0 ] && [ -s "$csv" ] && record bench_halo3d ok "$(basename "$csv")" || record bench_halo3d FAIL "rc=$rc, see halo3d.log"
+  # The same on the CUDA-aware Open MPI (device staging), into halo3d-<dev>-gpuaware.csv.
+  [ -f .deps/ompi-cuda/env.sh ] || return 0
+  (
+    # shellcheck disable=SC1091
+    . .deps/ompi-cuda/env.sh
+    local gcsv="${csv%.csv}-gpuaware.csv" glog="$OUT/halo3d-gpuaware.log"
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none --mca pml ob1 \
+      --mca btl self,vader,smcuda -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
+      "$MPI_BUILD/bench/halo3d/halo3d" --sizes "${DEVICE_HALO_SIZES:-128,256,512}" --iters "${DEVICE_HALO_ITERS:-20}" \
+      --csv "$gcsv" >"$glog" 2>&1
+    local grc=$?
+    grep -v "^\[" "$glog" | tail -12
+    [ $grc -eq 0 ] && [ -s "$gcsv" ] && record bench_halo3d:gpuaware ok "$(basename "$gcsv")" ||
+      record bench_halo3d:gpuaware FAIL "rc=$grc, see halo3d-gpuaware.log"
+  )
 }
 # ==== end of MPI block ===========================================================================
 
@@ -445,6 +460,12 @@ section_bench_mpi() {
     esac
   }
   mpibench_run plain "$MPI_BUILD/bench/mpi/mpibench" mpirun -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
+  # packbatch: K boxes packed with MPI_Pack into one device buffer and sent (plain MPI).
+  timeout 300 mpirun -np 2 --oversubscribe --bind-to none -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
+    -x GDTETEST_COMMIT "$MPI_BUILD/bench/mpi/packbatch" --mem device --sizes 64,128,256 --iters 50 --warmup 5 \
+    --csv "$OUT/packbatch-${dev}.csv" >"$OUT/packbatch.log" 2>&1 &&
+    record bench_packbatch ok "packbatch-${dev}.csv" || record bench_packbatch FAIL "see packbatch.log"
+  grep -v "^\[gdte" "$OUT/packbatch.log" | tail -12
   if [ -f .deps/ompi-cuda/env.sh ]; then
     (
       # shellcheck disable=SC1091
