@@ -13,10 +13,20 @@
  *
  * Families: Bcast, Allgather, Alltoallw, Neighbor_alltoallw (Cartesian), Reduce, Allreduce,
  * Ibcast, Win_create + Put/Get under fences, File_write_at/File_read_at, Pack_external /
- * Unpack_external, Reduce_local, Buffer_attach.
+ * Unpack_external, Reduce_local, Buffer_attach. Other shapes of the table's probes: Allgatherv
+ * and Alltoallv (blocks at displacements), Reduce_scatter (the sum of the counts, this rank's
+ * count), Iallreduce, Open MPI's MPIX_Allreduce_init, Neighbor_allgather on a distributed
+ * graph, Fetch_and_op (an MPI_NO_OP origin is never looked at), a split collective write, and
+ * Bcast on an intercommunicator (MPI_ROOT, MPI_PROC_NULL: only the ranks whose buffer moves
+ * are refused).
  */
 #include <unistd.h>
 #include "mpitest.h"
+#if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 
 #define N 16
 
@@ -341,6 +351,186 @@ static void local_calls(int dev)
     mt_free(dev, att);
 }
 
+/* Blocks at displacements, in reverse rank order: the receive buffer is looked at by its lowest
+ * and its highest block. The send buffers stay on the host. */
+static void vector_shapes(int dev)
+{
+    int np = mt_size, *cnt = malloc(np * sizeof(int)), *dsp = malloc(np * sizeof(int));
+    for (int p = 0; p < np; p++) cnt[p] = 2, dsp[p] = 2 * (np - 1 - p);
+    int s[2] = {mt_rank * 10, mt_rank * 10 + 1}, *r = mt_alloc(dev, 2 * np * sizeof(int));
+    for (int i = 0; i < 2 * np; i++) r[i] = -1;
+    int ok = went_through(dev, MPI_Allgatherv(s, 2, MPI_INT, r, cnt, dsp, MPI_INT, MPI_COMM_WORLD), "MPI_Allgatherv");
+    for (int p = 0; p < np; p++) {
+        int *b = r + 2 * (np - 1 - p), w0 = ok ? p * 10 : -1, w1 = ok ? p * 10 + 1 : -1;
+        MT_CHECK(b[0] == w0 && b[1] == w1, "MPI_Allgatherv (%s): from %d got %d %d", kind(dev), p, b[0], b[1]);
+    }
+    int *sa = malloc(2 * np * sizeof(int)), *sd = malloc(np * sizeof(int));
+    for (int p = 0; p < np; p++) sa[2 * p] = mt_rank * 100 + p, sa[2 * p + 1] = -mt_rank * 100 - p, sd[p] = 2 * p;
+    for (int i = 0; i < 2 * np; i++) r[i] = -1;
+    ok = went_through(dev, MPI_Alltoallv(sa, cnt, sd, MPI_INT, r, cnt, dsp, MPI_INT, MPI_COMM_WORLD), "MPI_Alltoallv");
+    for (int p = 0; p < np; p++) {
+        int *b = r + 2 * (np - 1 - p), w0 = ok ? p * 100 + mt_rank : -1, w1 = ok ? -p * 100 - mt_rank : -1;
+        MT_CHECK(b[0] == w0 && b[1] == w1, "MPI_Alltoallv (%s): from %d got %d %d", kind(dev), p, b[0], b[1]);
+    }
+    /* Reduce_scatter: 2 elements for each rank, the sum over ranks of (index + rank). */
+    for (int i = 0; i < 2 * np; i++) sa[i] = i + mt_rank;
+    int *rs = mt_alloc(dev, 2 * sizeof(int));
+    rs[0] = rs[1] = -1;
+    ok = went_through(dev, MPI_Reduce_scatter(sa, rs, cnt, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Reduce_scatter");
+    for (int i = 0; i < 2; i++) {
+        int want = ok ? np * (2 * mt_rank + i) + np * (np - 1) / 2 : -1;
+        MT_CHECK(rs[i] == want, "MPI_Reduce_scatter (%s): element %d is %d, want %d", kind(dev), i, rs[i], want);
+    }
+    mt_free(dev, rs);
+    free(sa), free(sd), free(cnt), free(dsp);
+    mt_free(dev, r);
+}
+
+/* Nonblocking and persistent reductions: a refused call sets no request. */
+static void request_shapes(int dev)
+{
+    int *s = mt_alloc(dev, N * sizeof(int)), *r = mt_alloc(dev, N * sizeof(int));
+    for (int i = 0; i < N; i++) s[i] = mt_rank * i, r[i] = -1;
+    MPI_Request q = MPI_REQUEST_NULL;
+    int ok = went_through(dev, MPI_Iallreduce(s, r, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q), "MPI_Iallreduce");
+    if (ok) MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+    else MT_CHECK(q == MPI_REQUEST_NULL, "a refused MPI_Iallreduce set a request");
+    for (int i = 0; i < N; i++) {
+        int want = ok ? i * mt_size * (mt_size - 1) / 2 : -1;
+        MT_CHECK(r[i] == want, "MPI_Iallreduce (%s): element %d is %d, want %d", kind(dev), i, r[i], want);
+    }
+#if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
+    for (int i = 0; i < N; i++) r[i] = -1;
+    q = MPI_REQUEST_NULL;
+    ok = went_through(dev, MPIX_Allreduce_init(s, r, N, MPI_INT, MPI_MAX, MPI_COMM_WORLD, MPI_INFO_NULL, &q),
+                      "MPIX_Allreduce_init");
+    if (ok) {
+        for (int round = 0; round < 2; round++) {
+            MT_MPI(MPI_Start(&q));
+            MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        }
+        MT_MPI(MPI_Request_free(&q));
+    } else {
+        MT_CHECK(q == MPI_REQUEST_NULL, "a refused MPIX_Allreduce_init set a request");
+    }
+    for (int i = 0; i < N; i++) {
+        int want = ok ? i * (mt_size - 1) : -1;
+        MT_CHECK(r[i] == want, "MPIX_Allreduce_init (%s): element %d is %d, want %d", kind(dev), i, r[i], want);
+    }
+#endif
+    mt_free(dev, s);
+    mt_free(dev, r);
+}
+
+/* A ring as a distributed graph: one in-neighbour (the left), one out-neighbour (the right). */
+static void dist_graph(int dev)
+{
+    int left = (mt_rank + mt_size - 1) % mt_size, right = (mt_rank + 1) % mt_size;
+    int w = 1; /* weights rather than MPI_UNWEIGHTED, a pointer constant the compiler warns about */
+    MPI_Comm g;
+    MT_MPI(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &left, &w, 1, &right, &w, MPI_INFO_NULL, 0, &g));
+    int s[2] = {mt_rank, -mt_rank}, *r = mt_alloc(dev, 2 * sizeof(int));
+    r[0] = r[1] = 99;
+    int ok = went_through(dev, MPI_Neighbor_allgather(s, 2, MPI_INT, r, 2, MPI_INT, g), "MPI_Neighbor_allgather");
+    int w0 = ok ? left : 99, w1 = ok ? -left : 99;
+    MT_CHECK(r[0] == w0 && r[1] == w1, "MPI_Neighbor_allgather (%s): got %d %d, want %d %d", kind(dev), r[0], r[1], w0,
+             w1);
+    mt_free(dev, r);
+    MPI_Comm_free(&g);
+}
+
+/* Passive target: an MPI_NO_OP origin is not looked at (goes through in every mode); a device
+ * result buffer is. */
+static void atomics(int dev)
+{
+    int right = (mt_rank + 1) % mt_size, *wmem = calloc(1, sizeof(int));
+    *wmem = 5 * mt_rank;
+    MPI_Win win;
+    MT_MPI(MPI_Win_create(wmem, sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    int *o = mt_alloc(dev, sizeof(int)), res = -1;
+    *o = 12345;
+    MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    MT_MPI(MPI_Win_lock_all(0, win));
+    MT_MPI(MPI_Fetch_and_op(o, &res, MPI_INT, right, 0, MPI_NO_OP, win));
+    MT_MPI(MPI_Win_flush(right, win));
+    MT_CHECK(res == 5 * right, "MPI_Fetch_and_op MPI_NO_OP (%s origin): %d, want %d", kind(dev), res, 5 * right);
+    int one = 1, *dres = mt_alloc(dev, sizeof(int));
+    *dres = -1;
+    int ok = went_through(dev, MPI_Fetch_and_op(&one, dres, MPI_INT, right, 0, MPI_SUM, win), "MPI_Fetch_and_op");
+    MT_MPI(MPI_Win_flush(right, win));
+    MT_CHECK(*dres == (ok ? 5 * right : -1), "MPI_Fetch_and_op (%s result): %d", kind(dev), *dres);
+    MT_MPI(MPI_Win_unlock_all(win));
+    MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    MT_CHECK(*wmem == 5 * mt_rank + ok, "window after MPI_Fetch_and_op (%s): %d", kind(dev), *wmem);
+    MT_MPI(MPI_Win_free(&win));
+    mt_free(dev, o);
+    mt_free(dev, dres);
+    free(wmem);
+}
+
+/* A split collective: refused at _begin (and nothing in progress); otherwise _end completes it. */
+static void split_collective(int dev)
+{
+    char path[256] = "";
+    if (mt_rank == 0) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(path, sizeof path, "%s/gdte_refuse_split_%ld_%d", tmp && *tmp ? tmp : "/tmp", (long)getpid(), dev);
+    }
+    MT_MPI(MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD));
+    MPI_File fh;
+    MT_MPI(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL,
+                         &fh));
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    int *b = mt_alloc(dev, N * sizeof(int));
+    for (int i = 0; i < N; i++) b[i] = mt_rank * 100 + i;
+    MPI_Offset at = (MPI_Offset)mt_rank * N * sizeof(int);
+    MPI_Status st;
+    int ok = went_through(dev, MPI_File_write_at_all_begin(fh, at, b, N, MPI_INT), "MPI_File_write_at_all_begin");
+    if (ok) MT_MPI(MPI_File_write_at_all_end(fh, b, &st));
+    MT_MPI(MPI_File_sync(fh));
+    MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    MT_MPI(MPI_File_sync(fh));
+    int back[N], got = -1;
+    MT_MPI(MPI_File_read_at(fh, at, back, N, MPI_INT, &st));
+    MPI_Get_count(&st, MPI_INT, &got);
+    MT_CHECK(got == (ok ? N : 0), "split collective write (%s): read back %d ints", kind(dev), got);
+    if (ok && got == N) mt_same(back, b, sizeof back, "split collective write");
+    mt_free(dev, b);
+    MT_MPI(MPI_File_close(&fh));
+}
+
+/* Even ranks form group A, odd ranks group B; A's first rank broadcasts to B. In A the root
+ * passes MPI_ROOT and the others MPI_PROC_NULL: their device buffers are not touched, so they
+ * go through in every mode. */
+static void intercomm_bcast(int dev)
+{
+    if (mt_size < 2) return;
+    MPI_Comm half, inter;
+    int a = mt_rank % 2 == 0, hr;
+    MT_MPI(MPI_Comm_split(MPI_COMM_WORLD, a, mt_rank, &half));
+    MPI_Comm_rank(half, &hr);
+    MT_MPI(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, a ? 1 : 0, 31, &inter));
+    int root = a ? (hr == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+    int *b = mt_alloc(dev, N * sizeof(int));
+    for (int i = 0; i < N; i++) b[i] = root == MPI_ROOT ? 9 * i + 1 : -1;
+    int rc = MPI_Bcast(b, N, MPI_INT, root, inter);
+    int ok = 0;
+    if (root == MPI_PROC_NULL) MT_CHECK(rc == MPI_SUCCESS, "MPI_Bcast with MPI_PROC_NULL returned %d", rc);
+    else ok = went_through(dev, rc, "MPI_Bcast (intercommunicator)");
+    if (!a)
+        for (int i = 0; i < N; i++) {
+            int want = ok ? 9 * i + 1 : -1;
+            if (b[i] != want) {
+                MT_CHECK(0, "intercommunicator MPI_Bcast (%s): element %d is %d, want %d", kind(dev), i, b[i], want);
+                break;
+            }
+        }
+    mt_free(dev, b);
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
+}
+
 /* Whether the MPI underneath moves device memory as gdte decides it (GDTE_MPI_GPU_AWARE). */
 static int mpi_gpu_aware(void)
 {
@@ -371,6 +561,12 @@ int main(int argc, char **argv)
         file_io(dev);
         pack_external(dev);
         local_calls(dev);
+        vector_shapes(dev);
+        request_shapes(dev);
+        dist_graph(dev);
+        atomics(dev);
+        split_collective(dev);
+        intercomm_bcast(dev);
         /* None of these is gdte's point-to-point work: its counters must not move. */
         mt_phase_end(ph, dev ? "calls gdte does not carry, device buffers" : "calls gdte does not carry, host buffers");
     }
