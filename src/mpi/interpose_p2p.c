@@ -205,6 +205,9 @@ int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Dat
         return rc;
     }
     gdte_type_retain(m.type);
+    /* Everything a start needs is ready before the first one: the staging (above) and the
+     * device plan, so each MPI_Start is the copy or kernel and the MPI's own start. */
+    if (kind == GDTE_IPO_DEVICE) (void)gdte_type_prepare_device(m.type);
     r->handle = *req;
     r->persistent = 1;
     r->user = (void *)buf;
@@ -249,6 +252,7 @@ static void recv_record(gdte_ipo_req_t *r, MPI_Request handle, int persistent, v
                         const msg_t *m, gdte_ipo_kind_t kind, MPI_Comm comm)
 {
     gdte_type_retain(m->type);
+    if (persistent && kind == GDTE_IPO_DEVICE) (void)gdte_type_prepare_device(m->type); /* as for Send_init */
     gdte_ipo_dt_get(dt);
     r->handle = handle;
     r->is_recv = 1;
