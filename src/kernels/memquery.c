@@ -24,31 +24,25 @@
  * with, and dropped otherwise. Without the id query the tables work as before and
  * gdte_memquery_forget() drops ranges for callers that know of a free.
  */
-#include <pthread.h>
 #include <stdint.h>
-#include <string.h>
 #include "gdte.h"
 #include "gpu/gpu.h"
+#include "util/ranges.h"
 #include "memquery.h"
 
-#define CACHE_RANGES 256
-
-typedef struct range {
-    uintptr_t base, end;
-    uint64_t id; /* the allocation's unique id (0 when the runtime has no id query) */
+typedef struct cached {
+    gdte_range_t r; /* [base, end) of the allocation */
+    uint64_t id;    /* the allocation's unique id (0 when the runtime has no id query) */
     gdte_mem_info_t info;
-    uint64_t stamp; /* insertion order, for replacement */
-} range_t;
+} cached_t;
 
-static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
-static range_t ranges[CACHE_RANGES]; /* sorted by base, disjoint */
-static int nranges;
-static uint64_t next_stamp;
+/* The oldest range goes when a new one finds all 256 places taken. */
+static gdte_ranges_t ranges = GDTE_RANGES_INIT(cached_t, 256);
 static _Atomic int64_t n_hits, n_misses, n_stale;
 static _Atomic uint64_t cache_epoch;
 
 /* Pageable host pages seen: slot (page % HOST_SLOTS) holds page + 1, 0 when empty. Written
- * without the lock: a slot is one word, and a lost or torn-free race only costs a miss. */
+ * without a lock: a slot is one word, and a lost or torn-free race only costs a miss. */
 #define HOST_SLOTS 1024
 #define HOST_PAGE_SHIFT 12
 static _Atomic uintptr_t host_pages[HOST_SLOTS];
@@ -61,51 +55,6 @@ static void host_clear(uintptr_t b, uintptr_t e)
         uintptr_t pb = (v - 1) << HOST_PAGE_SHIFT;
         if (pb < e && b < pb + ((uintptr_t)1 << HOST_PAGE_SHIFT)) host_pages[i] = 0;
     }
-}
-
-/* Index of the last range with base <= p, or -1. Caller holds the lock. */
-static int find(uintptr_t p)
-{
-    int lo = 0, hi = nranges - 1, r = -1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (ranges[mid].base <= p) {
-            r = mid;
-            lo = mid + 1;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    return r;
-}
-
-static void remove_at(int i)
-{
-    memmove(&ranges[i], &ranges[i + 1], (size_t)(nranges - i - 1) * sizeof *ranges);
-    nranges--;
-}
-
-static void insert(uintptr_t base, uintptr_t end, uint64_t id, const gdte_mem_info_t *info)
-{
-    pthread_rwlock_wrlock(&rw);
-    /* A new allocation replaces whatever stale ranges it overlaps. */
-    for (int i = 0; i < nranges;) {
-        if (ranges[i].base < end && base < ranges[i].end)
-            remove_at(i);
-        else
-            i++;
-    }
-    if (nranges == CACHE_RANGES) {
-        int old = 0;
-        for (int i = 1; i < nranges; i++)
-            if (ranges[i].stamp < ranges[old].stamp) old = i;
-        remove_at(old);
-    }
-    int at = find(base) + 1;
-    memmove(&ranges[at + 1], &ranges[at], (size_t)(nranges - at) * sizeof *ranges);
-    ranges[at] = (range_t){base, end, id, *info, next_stamp++};
-    nranges++;
-    pthread_rwlock_unlock(&rw);
 }
 
 /* The kind of `ptr`, and in *end_p the end of the region known to share it: the whole
@@ -125,12 +74,11 @@ static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *
     uint64_t epoch = gdte_gpu_unmap_epoch();
     if (epoch != cache_epoch) {
         /* gdte released some range since the cache was filled: its addresses may now be host
-         * memory. Start over (rare: pools keep their memory in steady state). */
-        pthread_rwlock_wrlock(&rw);
-        nranges = 0;
+         * memory. Start over (rare: pools keep their memory in steady state). Threads that see
+         * the new epoch at once each start over; that costs misses, never a wrong answer. */
+        gdte_ranges_clear(&ranges);
         host_clear(0, UINTPTR_MAX);
         cache_epoch = epoch;
-        pthread_rwlock_unlock(&rw);
     }
     /* 1: validated by buffer id; 0: this runtime has no id query; -1: not probed yet. */
     static _Atomic int have_id = -1;
@@ -158,13 +106,11 @@ static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *
         n_hits++;
         return GDTE_OK;
     }
-    pthread_rwlock_rdlock(&rw);
-    int i = find(p);
-    if (i >= 0 && p < ranges[i].end) {
-        if (!validated || ranges[i].id == id) {
-            *info_p = ranges[i].info;
-            *end_p = ranges[i].end;
-            pthread_rwlock_unlock(&rw);
+    cached_t c;
+    if (gdte_ranges_find(&ranges, p, &c)) {
+        if (!validated || c.id == id) {
+            *info_p = c.info;
+            *end_p = c.r.hi;
             n_hits++;
             return GDTE_OK;
         }
@@ -172,7 +118,6 @@ static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *
          * one): dropped below, when the new allocation is inserted over it. */
         n_stale++;
     }
-    pthread_rwlock_unlock(&rw);
     n_misses++;
     gdte_mem_info_t in;
     gdte_status_t st = gdte_gpu_pointer_query(ptr, &in);
@@ -181,8 +126,12 @@ static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *
         void *base;
         size_t size;
         if (gdte_gpu_mem_range(ptr, &base, &size) == GDTE_OK && size > 0 && (uintptr_t)base <= p &&
-            p < (uintptr_t)base + size)
-            insert((uintptr_t)base, (uintptr_t)base + size, validated ? id : 0, &in);
+            p < (uintptr_t)base + size) {
+            /* A new allocation replaces whatever stale ranges it overlaps. Out of memory, it
+             * is just not cached. */
+            cached_t n = {{(uintptr_t)base, (uintptr_t)base + size, 0}, validated ? id : 0, in};
+            (void)gdte_ranges_insert(&ranges, &n, GDTE_RANGES_REPLACE);
+        }
     } else if (in.kind == GDTE_MEM_HOST && !validated && gdte_gpu_unmap_epoch() == epoch) {
         /* Only if nothing was released or registered while the runtime was asked. */
         host_pages[page % HOST_SLOTS] = page + 1;
@@ -214,23 +163,14 @@ gdte_status_t gdte_mem_query_span(const void *first, const void *last, gdte_mem_
 void gdte_memquery_forget(const void *ptr, size_t size)
 {
     uintptr_t b = (uintptr_t)ptr, e = b + (size ? size : 1);
-    pthread_rwlock_wrlock(&rw);
-    for (int i = 0; i < nranges;) {
-        if (ranges[i].base < e && b < ranges[i].end)
-            remove_at(i);
-        else
-            i++;
-    }
+    gdte_ranges_remove_overlapping(&ranges, b, e);
     host_clear(b, e);
-    pthread_rwlock_unlock(&rw);
 }
 
 void gdte_memquery_reset(void)
 {
-    pthread_rwlock_wrlock(&rw);
-    nranges = 0;
+    gdte_ranges_clear(&ranges);
     host_clear(0, UINTPTR_MAX);
-    pthread_rwlock_unlock(&rw);
     n_hits = n_misses = 0;
 }
 
@@ -240,9 +180,5 @@ void gdte_memquery_stats(int64_t *hits_p, int64_t *misses_p, int *ranges_p)
 {
     if (hits_p) *hits_p = n_hits;
     if (misses_p) *misses_p = n_misses;
-    if (ranges_p) {
-        pthread_rwlock_rdlock(&rw);
-        *ranges_p = nranges;
-        pthread_rwlock_unlock(&rw);
-    }
+    if (ranges_p) *ranges_p = (int)gdte_ranges_count(&ranges);
 }
