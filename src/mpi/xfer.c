@@ -1,6 +1,7 @@
 /* Fragmented device <-> host movement of packed streams (see xfer.h). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include "xfer.h"
 #include "staging.h"
@@ -184,7 +185,8 @@ static gdte_status_t run_copy_engine(const xfer_t *x, int unpack, void *host, in
     gdte_layout_t L;
     int shape = (host_pinned || x->fake) ? ce_shape(x->type, x->count, nbytes, unpack, &L) : 0;
     if (!shape) return GDTE_ERR_UNSUPPORTED;
-    char *u = (char *)x->user + L.disp;
+    /* In integers: the buffer may be MPI_BOTTOM (NULL) with absolute displacements. */
+    char *u = (char *)((uintptr_t)x->user + (uintptr_t)L.disp);
     gdte_status_t st;
     gdte_stage_t *scratch = NULL;
     if (shape == 2) {
