@@ -59,26 +59,6 @@ enum { TAG_DATA = 200, TAG_ACK };
 static int rank, device_mem;
 static MPI_Comm comm;
 
-#ifndef PACKBATCH_CUDA
-/* No CUDA in this build: --mem host only. */
-int mb_init(int r)
-{
-    (void)r;
-    fprintf(stderr, "packbatch: built without CUDA: --mem device is not available\n");
-    return -1;
-}
-const char *mb_device_name(void) { return "host"; }
-const char *mb_device_key(void) { return ""; }
-void *mb_alloc(size_t bytes)
-{
-    (void)bytes;
-    return NULL;
-}
-void mb_free(void *p) { (void)p; }
-void mb_memcpy(void *dst, const void *src, size_t bytes) { (void)dst, (void)src, (void)bytes; }
-void mb_copy_async(void *dst, const void *src, size_t bytes) { (void)dst, (void)src, (void)bytes; }
-void mb_sync(void) {}
-#endif
 
 static void *buf_alloc(size_t n)
 {

@@ -15,13 +15,6 @@
 
 #define GUARD 0x5A
 
-static int eclass(int rc)
-{
-    int c = rc;
-    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &c);
-    return c;
-}
-
 /* Rank 0 sends 100 ints; rank 1 receives 10 elements of a vector (2 ints every 3): 20 ints. */
 static void truncation(int dev, unsigned char *out, size_t outlen)
 {
@@ -55,7 +48,7 @@ static void truncation(int dev, unsigned char *out, size_t outlen)
                 MT_MPI(MPI_Irecv(b2, 1, v, 0, 23, MPI_COMM_WORLD, &r[1]));
                 rc = MPI_Waitall(2, r, sts);
                 MT_CHECK(rc == MPI_ERR_IN_STATUS, "Waitall with a truncated receive: %d", rc);
-                MT_CHECK(eclass(sts[0].MPI_ERROR) == MPI_ERR_TRUNCATE, "status 0 error class %d", eclass(sts[0].MPI_ERROR));
+                MT_CHECK(mt_eclass(sts[0].MPI_ERROR) == MPI_ERR_TRUNCATE, "status 0 error class %d", mt_eclass(sts[0].MPI_ERROR));
                 /* The other request completed or is still pending (MPI_ERR_PENDING): then wait
                  * for it as the standard asks. */
                 if (sts[1].MPI_ERROR == MPI_ERR_PENDING) MT_MPI(MPI_Wait(&r[1], &sts[1]));
@@ -65,7 +58,7 @@ static void truncation(int dev, unsigned char *out, size_t outlen)
                 MT_CHECK(i2[0] == 9999 && i2[1] == 9999 * 2, "second Waitall receive data %d %d", i2[0], i2[1]);
                 mt_free(dev, b2);
             }
-            MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE, "way %d: error class %d, want MPI_ERR_TRUNCATE", way, eclass(rc));
+            MT_CHECK(mt_eclass(rc) == MPI_ERR_TRUNCATE, "way %d: error class %d, want MPI_ERR_TRUNCATE", way, mt_eclass(rc));
             /* The vector touches ints 3k and 3k+1, k < 10: everything else keeps the guard. */
             int *bi = (int *)b;
             for (int i = 0; i < 64; i++) {
@@ -177,8 +170,8 @@ static void pack_unpack(int dev, unsigned char *packed_out, unsigned char *resul
     /* One more vector does not fit: MPI_ERR_TRUNCATE, position unchanged. */
     int pos2 = pos;
     int rc = MPI_Pack(src, 1, v, pk, psize, &pos2, MPI_COMM_WORLD);
-    MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE && pos2 == pos, "dev=%d: pack past the end: class %d pos %d", dev,
-             eclass(rc), pos2);
+    MT_CHECK(mt_eclass(rc) == MPI_ERR_TRUNCATE && pos2 == pos, "dev=%d: pack past the end: class %d pos %d", dev,
+             mt_eclass(rc), pos2);
     memcpy(packed_out, pk, psize);
     int upos = 0, h = 0, t = 0;
     MT_MPI(MPI_Unpack(pk, psize, &upos, &h, 1, MPI_INT, MPI_COMM_WORLD));
@@ -186,7 +179,7 @@ static void pack_unpack(int dev, unsigned char *packed_out, unsigned char *resul
     MT_MPI(MPI_Unpack(pk, psize, &upos, &t, 1, MPI_INT, MPI_COMM_WORLD));
     MT_CHECK(h == 77 && t == 88 && upos == pos, "dev=%d: unpack header %d trailer %d position %d/%d", dev, h, t, upos, pos);
     rc = MPI_Unpack(pk, psize, &upos, dst, 1, v, MPI_COMM_WORLD);
-    MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE, "dev=%d: unpack past the end: class %d", dev, eclass(rc));
+    MT_CHECK(mt_eclass(rc) == MPI_ERR_TRUNCATE, "dev=%d: unpack past the end: class %d", dev, mt_eclass(rc));
     /* Device packed buffer too: pack into fake device memory, unpack from it. */
     unsigned char *dpk = mt_alloc(dev, psize);
     int dpos = 0;
@@ -215,7 +208,7 @@ static void too_large(void)
     MPI_Type_commit(&h3);
     void *b = mt_dev_alloc(64);
     int rc = MPI_Send(b, 1, h3, 1, 50, MPI_COMM_WORLD);
-    MT_CHECK(eclass(rc) == MPI_ERR_COUNT, "oversized device send: class %d, want MPI_ERR_COUNT", eclass(rc));
+    MT_CHECK(mt_eclass(rc) == MPI_ERR_COUNT, "oversized device send: class %d, want MPI_ERR_COUNT", mt_eclass(rc));
     mt_dev_free(b);
     MPI_Type_free(&h3);
     MPI_Type_free(&huge);

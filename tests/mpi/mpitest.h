@@ -66,6 +66,24 @@ static int (*mt_cuda_sync)(void);
 static inline int64_t mt_counter(const char *name) { return gdte_mpi_counter ? gdte_mpi_counter(name) : 0; }
 
 /* Device messages gdte has handled so far (sends + receives + packs + unpacks). */
+/* Seeded pseudo-random numbers for the tests (splitmix64; the state is the seed). */
+static uint64_t mt_rng_state;
+static inline uint64_t mt_rnd(void)
+{
+    uint64_t z = (mt_rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The error class of an MPI return code. */
+static inline int mt_eclass(int rc)
+{
+    int c = rc;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &c);
+    return c;
+}
+
 static inline int64_t mt_gdte_traffic(void)
 {
     return mt_counter("sends") + mt_counter("recvs") + mt_counter("packs") + mt_counter("unpacks") +

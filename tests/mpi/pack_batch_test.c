@@ -32,22 +32,7 @@ static const char *kind_names[] = {"dd", "mixed", "hostpk", "managed"};
 /* Where a buffer lives. */
 enum { M_HOST, M_DEV, M_MANAGED };
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static int rr(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
-
-static int eclass(int rc)
-{
-    int c = rc;
-    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &c);
-    return c;
-}
+static int rr(int lo, int hi) { return lo + (int)(mt_rnd() % (uint64_t)(hi - lo + 1)); }
 
 /* ---- the pieces ---------------------------------------------------------------------------- */
 #define NTYPES 8
@@ -163,7 +148,7 @@ typedef struct {
 
 static void plan_round(plan_t *p, uint64_t seed, int r, int kind)
 {
-    rng_state = seed * 0x100000001B3ull + (uint64_t)r * 0x9E3779B97F4A7C15ull;
+    mt_rng_state = seed * 0x100000001B3ull + (uint64_t)r * 0x9E3779B97F4A7C15ull;
     p->kind = kind;
     p->seed = (unsigned)(seed ^ (uint64_t)r * 2654435761u);
     /* Every type, in a random order, then up to MAXP - NTYPES more at random. */
@@ -233,7 +218,7 @@ static void sender(const plan_t *p, int r, int peer)
     for (int i = 0; i < p->npieces && rc == MPI_SUCCESS; i++) {
         rc = MPI_Pack(u[i].buf, p->count[i], types[p->type[i]], pk.buf, p->total, &pos, MPI_COMM_WORLD);
         MT_CHECK(rc == MPI_SUCCESS, "round %d: MPI_Pack of piece %d (%s) failed (class %d)", r, i,
-                 type_names[p->type[i]], eclass(rc));
+                 type_names[p->type[i]], mt_eclass(rc));
     }
     MT_CHECK(pos == p->total, "round %d: position %d after the packs, want %d", r, pos, p->total);
     int64_t s1 = syncs();
@@ -263,7 +248,7 @@ static void sender(const plan_t *p, int r, int peer)
     }
 
     rc = MPI_Send(pk.buf, p->total, MPI_PACKED, peer, 100 + r, MPI_COMM_WORLD);
-    MT_CHECK(rc == MPI_SUCCESS, "round %d: MPI_Send of the packed buffer failed (class %d)", r, eclass(rc));
+    MT_CHECK(rc == MPI_SUCCESS, "round %d: MPI_Send of the packed buffer failed (class %d)", r, mt_eclass(rc));
     int64_t s2 = syncs();
     if (gdte_counts() && p->kind == K_DD)
         MT_CHECK(s2 - s1 == 1, "round %d: %d MPI_Pack calls then one MPI_Send cost %lld synchronisations, want 1", r,
@@ -309,13 +294,13 @@ static void receiver(const plan_t *p, int r, int peer)
 
     MPI_Status st;
     int rc = MPI_Recv(pk.buf, p->total, MPI_PACKED, peer, 100 + r, MPI_COMM_WORLD, &st);
-    MT_CHECK(rc == MPI_SUCCESS, "round %d: MPI_Recv of the packed buffer failed (class %d)", r, eclass(rc));
+    MT_CHECK(rc == MPI_SUCCESS, "round %d: MPI_Recv of the packed buffer failed (class %d)", r, mt_eclass(rc));
     int64_t s0 = syncs(), unpacks0 = mt_counter("unpacks");
     int pos = p->start;
     for (int i = 0; i < p->npieces && rc == MPI_SUCCESS; i++) {
         rc = MPI_Unpack(pk.buf, p->total, &pos, u[i].buf, p->count[i], types[p->type[i]], MPI_COMM_WORLD);
         MT_CHECK(rc == MPI_SUCCESS, "round %d: MPI_Unpack of piece %d (%s) failed (class %d)", r, i,
-                 type_names[p->type[i]], eclass(rc));
+                 type_names[p->type[i]], mt_eclass(rc));
     }
     MT_CHECK(pos == p->total, "round %d: position %d after the unpacks, want %d", r, pos, p->total);
     int64_t s1 = syncs();
@@ -400,10 +385,10 @@ static void local_checks(void)
     MT_CHECK(pos == 3 + size, "position %d after one vector, want %d", pos, 3 + size);
     int p2 = pos;
     int rc = MPI_Pack(u.buf, 2, types[0], pk.buf, cap, &p2, MPI_COMM_WORLD);
-    MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE && p2 == pos, "pack past the end: class %d position %d", eclass(rc), p2);
+    MT_CHECK(mt_eclass(rc) == MPI_ERR_TRUNCATE && p2 == pos, "pack past the end: class %d position %d", mt_eclass(rc), p2);
     p2 = pos;
     rc = MPI_Pack(big.buf, 1, types[3], pk.buf, cap, &p2, MPI_COMM_WORLD);
-    MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE && p2 == pos, "subarray past the end: class %d position %d", eclass(rc),
+    MT_CHECK(mt_eclass(rc) == MPI_ERR_TRUNCATE && p2 == pos, "subarray past the end: class %d position %d", mt_eclass(rc),
              p2);
     /* A count of 0 moves nothing. */
     p2 = pos;
@@ -416,7 +401,7 @@ static void local_checks(void)
     tbuf_upload(&o);
     p2 = 3;
     rc = MPI_Unpack(pk.buf, 3 + size + 1, &p2, o.buf, 2, types[0], MPI_COMM_WORLD);
-    MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE && p2 == 3, "unpack past the end: class %d position %d", eclass(rc), p2);
+    MT_CHECK(mt_eclass(rc) == MPI_ERR_TRUNCATE && p2 == 3, "unpack past the end: class %d position %d", mt_eclass(rc), p2);
     /* What fits still unpacks: the vector packed above. */
     MT_MPI(MPI_Unpack(pk.buf, cap, &p2, o.buf, 1, types[0], MPI_COMM_WORLD));
     MT_CHECK(p2 == 3 + size, "position %d after one unpack", p2);

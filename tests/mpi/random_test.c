@@ -30,16 +30,8 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #endif
 
-static uint64_t rng_state;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static int64_t rr(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-static int chance(int pct) { return (int)(rnd() % 100) < pct; }
+static int64_t rr(int64_t lo, int64_t hi) { return lo + (int64_t)(mt_rnd() % (uint64_t)(hi - lo + 1)); }
+static int chance(int pct) { return (int)(mt_rnd() % 100) < pct; }
 
 static int verbose;
 static int64_t max_bytes = 96 * 1024; /* packed bytes of one message */
@@ -371,16 +363,9 @@ static void describe(int64_t k, const char *what, const rtype_t *st, int sc, con
             mode == 2 ? "MPI_BOTTOM" : mode == 1 ? "buf outside" : "buf inside");
 }
 
-static int eclass(int rc)
-{
-    int c = rc;
-    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &c);
-    return c;
-}
-
 static void run_case(uint64_t seed, int64_t k)
 {
-    rng_state = seed * 0x100000001B3ull + (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    mt_rng_state = seed * 0x100000001B3ull + (uint64_t)k * 0x9E3779B97F4A7C15ull;
     rtype_t st;
     int depth = (int)rr(3, 4);
     gen(depth, &st);
@@ -570,7 +555,7 @@ static void run_case(uint64_t seed, int64_t k)
         if (!trunc) {
             pos = 0;
             MPI_Unpack(packed, (int)nbytes, &pos, want + MARGIN - rb.lo, rcount, rt, MPI_COMM_SELF);
-            MT_CHECK(rc == MPI_SUCCESS, "case %lld: receive failed (class %d)", (long long)k, eclass(rc));
+            MT_CHECK(rc == MPI_SUCCESS, "case %lld: receive failed (class %d)", (long long)k, mt_eclass(rc));
             size_t i = 0;
             while (i < rb.len && rb.host[i] == want[i]) i++;
             MT_CHECK(i == rb.len, "case %lld: byte %lld of the receive buffer (offset %lld from buf) is %d, want %d",
@@ -586,8 +571,8 @@ static void run_case(uint64_t seed, int64_t k)
             }
         } else {
             n_trunc++;
-            MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE, "case %lld: truncated receive gave class %d, want %d",
-                     (long long)k, eclass(rc), MPI_ERR_TRUNCATE);
+            MT_CHECK(mt_eclass(rc) == MPI_ERR_TRUNCATE, "case %lld: truncated receive gave class %d, want %d",
+                     (long long)k, mt_eclass(rc), MPI_ERR_TRUNCATE);
             /* No byte outside the receive type's map may change: the map is where an
              * all-ones stream lands in a zeroed image. */
             int rsize;
@@ -602,7 +587,7 @@ static void run_case(uint64_t seed, int64_t k)
                 if (!mask[i] && rb.host[i] != rpoison[i]) bad = i;
             MT_CHECK(bad == rb.len, "case %lld: truncated receive wrote byte %lld outside its type map", (long long)k,
                      (long long)bad);
-            if (bad != rb.len || eclass(rc) != MPI_ERR_TRUNCATE)
+            if (bad != rb.len || mt_eclass(rc) != MPI_ERR_TRUNCATE)
                 describe(k, "FAILED", &st, sc, rdesc, rcount, pair, call, mode);
             free(ones);
             free(mask);

@@ -32,20 +32,13 @@
 
 static int expect_refuse; /* device buffers are refused in this run */
 
-static int eclass(int rc)
-{
-    int c = rc;
-    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &c);
-    return c;
-}
-
 /* Whether a call on a device buffer was refused, checked against what this run expects.
  * Returns 1 when it went through (the caller then checks the data). */
 static int went_through(int dev, int rc, const char *what)
 {
     if (dev && expect_refuse) {
-        MT_CHECK(eclass(rc) == MPI_ERR_BUFFER, "%s on device memory: error class %d, want MPI_ERR_BUFFER (%d)", what,
-                 eclass(rc), MPI_ERR_BUFFER);
+        MT_CHECK(mt_eclass(rc) == MPI_ERR_BUFFER, "%s on device memory: error class %d, want MPI_ERR_BUFFER (%d)", what,
+                 mt_eclass(rc), MPI_ERR_BUFFER);
         return 0;
     }
     MT_CHECK(rc == MPI_SUCCESS, "%s on %s memory returned %d", what, dev ? "device" : "host", rc);

@@ -13,13 +13,6 @@
  */
 #include "mpitest.h"
 
-static int eclass(int rc)
-{
-    int c = rc;
-    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &c);
-    return c;
-}
-
 #define NINT 2000 /* 8,000 bytes sent */
 #define RV 500    /* receive: 500 blocks of 2 ints every 3: 4,000 bytes, 6,000 bytes of footprint */
 
@@ -81,7 +74,7 @@ static void truncation(void)
                 rc = MPI_Wait(&q[0], &st);
                 break;
             }
-            MT_CHECK(eclass(rc) == MPI_ERR_TRUNCATE, "way %d: class %d, want MPI_ERR_TRUNCATE", way, eclass(rc));
+            MT_CHECK(mt_eclass(rc) == MPI_ERR_TRUNCATE, "way %d: class %d, want MPI_ERR_TRUNCATE", way, mt_eclass(rc));
             mt_get(img, r, len);
             /* Bytes outside the type map: the margins and the third int of every block. */
             size_t bad = len;

@@ -15,18 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "util/ranges.h"
+#include "../kernels/check.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            if (failures > 50) exit(1);                                                            \
-        }                                                                                          \
-    } while (0)
 
 typedef struct {
     gdte_range_t r;
