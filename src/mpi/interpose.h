@@ -114,6 +114,12 @@ typedef struct gdte_ipo_req {
     MPI_Comm comm;
     int64_t nbytes;
     gdte_stage_t *stage;
+    /* Requests of other shapes (nonblocking collectives): when set, completion calls
+     * finish(r, st, rc) instead of the receive unpack above, then recycles the record (after
+     * fini(r) when set: release what ctx holds). finish returns the request's error code. */
+    int (*finish)(struct gdte_ipo_req *r, MPI_Status *st, int rc);
+    void (*fini)(struct gdte_ipo_req *r);
+    void *ctx;
     UT_hash_handle hh;
     struct gdte_ipo_req *next_orphan;
 } gdte_ipo_req_t;

@@ -82,6 +82,7 @@ static gdte_ipo_req_t *claim_active(MPI_Request h)
 /* Unlink (table or orphan list) and recycle. */
 void gdte_ipo_req_destroy(gdte_ipo_req_t *r)
 {
+    if (r->fini) r->fini(r);
     if (r->stage) gdte_stage_release(r->stage);
     if (r->type) gdte_type_release(r->type);
     if (r->is_recv && r->dt != MPI_DATATYPE_NULL) gdte_ipo_dt_put(r->dt);
@@ -136,7 +137,9 @@ static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *f
     int erc = MPI_SUCCESS;
     int eclass = MPI_SUCCESS;
     if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
-    if (r->is_recv && !r->unpacked && (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE))
+    if (r->finish)
+        erc = r->finish(r, st, rc);
+    else if (r->is_recv && !r->unpacked && (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE))
         erc = gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes, st);
     if (r->persistent && !r->orphan && after != MPI_REQUEST_NULL) {
         /* The handle stays the application's: the record goes back into the table. (An MPI
