@@ -19,7 +19,7 @@ void gdte_host_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *pa
 
 /* GPU executor: the same on `stream`, asynchronously. L->units must point to device memory
  * (or be NULL when L->kind != UNITS). `max_blocks` 0: enough to fill the GPU.
- * Chooses the kernel variant (contig/strided/tiled/flat/DEV warp/DEV thread) from L. */
+ * Chooses the kernel variant (contig/strided/tiled/flat/DEV warp/DEV thread/periodic) from L. */
 gdte_status_t gdte_gpu_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *packed,
                             int64_t offset, int64_t len, gdte_stream_t stream, int max_blocks);
 
@@ -33,6 +33,8 @@ typedef enum {
     GDTE_KVAR_DEV_THREAD,
     GDTE_KVAR_FLAT, /* STRIDED layouts as a copy kernel maps them (pack_kernels.cu) */
     GDTE_KVAR_COPY, /* gdte_gpu_exec_copy (never chosen by gdte_gpu_exec) */
+    GDTE_KVAR_PERIODIC, /* UNITS layouts of small repetitions (structs): FLAT's mapping through a
+                         * per-repetition word map (pack_kernels.cu) */
 } gdte_kvar_t;
 gdte_kvar_t gdte_gpu_exec_variant(const gdte_layout_t *L, gdte_dir_t dir);
 /* Force a variant (tests only; GDTE_KVAR_NONE restores automatic choice). An impossible
@@ -45,7 +47,7 @@ void gdte_gpu_exec_force_word(int bytes);
  * needed past 2^32 words, then runs on small layouts too). */
 void gdte_gpu_exec_force_wide(int on);
 /* The variant the calling thread's last gdte_gpu_exec* launched, and its word size (STRIDED,
- * TILED and FLAT; 0 for the others, whose width is chosen per unit), for tests' coverage checks. */
+ * TILED, FLAT and PERIODIC; 0 for the others, whose width is chosen per unit), for tests' coverage checks. */
 void gdte_gpu_exec_last(gdte_kvar_t *variant_p, int *word_p);
 
 /* The GPU executor with more to go on. */
@@ -76,5 +78,31 @@ gdte_status_t gdte_gpu_exec_copy_units(const gdte_layout_t *L, const void *src, 
  * units the engine made on the host (layout.h's gdte_run_unit), without uploading them. */
 gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64_t unit_size, gdte_unit_t *units,
                                     gdte_stream_t stream);
+
+/* ---- Batched executor (batch_kernels.cu for the GPU, batch_host.c on the host) ----
+ * Many pieces, each the whole packed stream of `count` elements of some type at its own user
+ * buffer, laid end to end (or wherever each piece's `packed` offset says) in one packed buffer:
+ * every peer's part of one collective call, moved by ONE kernel launch (one host pass). */
+typedef struct gdte_batch_piece {
+    gdte_layout_t L; /* UNITS: L.units on the device for the GPU executor, on the host for the host one */
+    char *user;      /* the user buffer as given (L.disp is relative to it) */
+    int64_t packed;  /* offset of the piece's packed stream in the packed buffer */
+} gdte_batch_piece_t;
+
+/* Host executor: every piece, one pass (counted as one batch of direction `dir`). */
+void gdte_host_exec_batch(const gdte_batch_piece_t *pieces, int n, gdte_dir_t dir, void *packed);
+/* Bytes of device memory gdte_gpu_exec_batch needs as scratch for `n` pieces (its work list). */
+size_t gdte_gpu_exec_batch_scratch(int n);
+/* GPU executor: the work list is copied into `dscratch` (device memory of at least
+ * gdte_gpu_exec_batch_scratch(n) bytes, untouched until the kernel is done) and one kernel moves
+ * every piece, on `stream`, asynchronously. `packed` must be device-accessible (device memory or
+ * the device pointer of mapped pinned memory). Pieces without data cost nothing; a batch without
+ * any data launches nothing and is not counted. */
+gdte_status_t gdte_gpu_exec_batch(const gdte_batch_piece_t *pieces, int n, gdte_dir_t dir, void *packed,
+                                  void *dscratch, gdte_stream_t stream);
+/* Batches run so far in direction `dir` (GPU launches and host passes together). */
+int64_t gdte_exec_batch_count(gdte_dir_t dir);
+/* Count one batch (the executors call it). */
+void gdte_exec_batch_note(gdte_dir_t dir);
 
 #endif
