@@ -56,8 +56,9 @@
 #define GDTE_RF_PCOLL(...)
 #endif
 
-/* What gdte carries (shims.c, GDTE_IPO_NEXT_LIST), in words, for gdte_info and the README. */
-#define GDTE_MPI_CARRIED "point-to-point, persistent, completion, pack"
+/* What gdte carries (shims.c, GDTE_IPO_NEXT_LIST; shims_reduce.c, GDTE_RED_NEXT_LIST), in words, for
+ * gdte_info and the README. */
+#define GDTE_MPI_CARRIED "point-to-point, persistent, completion, pack, reductions"
 
 /* F(id, key): key names the family in gdte_info's output and in the README's Coverage rows. */
 #define GDTE_REFUSE_FAMILIES(F) \
@@ -176,8 +177,6 @@
     X(COLL, MPI_Allgatherv, (RF_GATHERV_P, MPI_Comm comm), (RF_GATHERV_A, comm), COMM, comm, RF_ALLGATHERV_R) \
     X(COLL, MPI_Iallgatherv, (RF_GATHERV_P, MPI_Comm comm, MPI_Request *request), (RF_GATHERV_A, comm, request), COMM, comm, RF_ALLGATHERV_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Allgatherv_init, (RF_GATHERV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHERV_A, comm, info, request), COMM, comm, RF_ALLGATHERV_R)) \
-    X(COLL, MPI_Allreduce, (RF_REDUCE_P, MPI_Comm comm), (RF_REDUCE_A, comm), COMM, comm, RF_REDUCE_ALL_R) \
-    X(COLL, MPI_Iallreduce, (RF_REDUCE_P, MPI_Comm comm, MPI_Request *request), (RF_REDUCE_A, comm, request), COMM, comm, RF_REDUCE_ALL_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Allreduce_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
     X(COLL, MPI_Alltoall, (RF_GATHER_P, MPI_Comm comm), (RF_GATHER_A, comm), COMM, comm, RF_ALLTOALL_R) \
     X(COLL, MPI_Ialltoall, (RF_GATHER_P, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, comm, request), COMM, comm, RF_ALLTOALL_R) \
@@ -191,8 +190,6 @@
     X(COLL, MPI_Bcast, (RF_BCAST_P, MPI_Comm comm), (RF_BCAST_A, comm), COMM, comm, RF_BCAST_R) \
     X(COLL, MPI_Ibcast, (RF_BCAST_P, MPI_Comm comm, MPI_Request *request), (RF_BCAST_A, comm, request), COMM, comm, RF_BCAST_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Bcast_init, (RF_BCAST_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_BCAST_A, comm, info, request), COMM, comm, RF_BCAST_R)) \
-    X(COLL, MPI_Exscan, (RF_REDUCE_P, MPI_Comm comm), (RF_REDUCE_A, comm), COMM, comm, RF_REDUCE_ALL_R) \
-    X(COLL, MPI_Iexscan, (RF_REDUCE_P, MPI_Comm comm, MPI_Request *request), (RF_REDUCE_A, comm, request), COMM, comm, RF_REDUCE_ALL_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Exscan_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
     X(COLL, MPI_Gather, (RF_GATHER_P, int root, MPI_Comm comm), (RF_GATHER_A, root, comm), COMM, comm, RF_GATHER_R) \
     X(COLL, MPI_Igather, (RF_GATHER_P, int root, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, root, comm, request), COMM, comm, RF_GATHER_R) \
@@ -200,17 +197,9 @@
     X(COLL, MPI_Gatherv, (RF_GATHERV_P, int root, MPI_Comm comm), (RF_GATHERV_A, root, comm), COMM, comm, RF_GATHERV_R) \
     X(COLL, MPI_Igatherv, (RF_GATHERV_P, int root, MPI_Comm comm, MPI_Request *request), (RF_GATHERV_A, root, comm, request), COMM, comm, RF_GATHERV_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Gatherv_init, (RF_GATHERV_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHERV_A, root, comm, info, request), COMM, comm, RF_GATHERV_R)) \
-    X(COLL, MPI_Reduce, (RF_REDUCE_P, int root, MPI_Comm comm), (RF_REDUCE_A, root, comm), COMM, comm, RF_REDUCE_R) \
-    X(COLL, MPI_Ireduce, (RF_REDUCE_P, int root, MPI_Comm comm, MPI_Request *request), (RF_REDUCE_A, root, comm, request), COMM, comm, RF_REDUCE_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_init, (RF_REDUCE_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, root, comm, info, request), COMM, comm, RF_REDUCE_R)) \
-    X(COLL, MPI_Reduce_scatter, (RF_RSCAT_P, MPI_Comm comm), (RF_RSCAT_A, comm), COMM, comm, RF_RSCAT_R) \
-    X(COLL, MPI_Ireduce_scatter, (RF_RSCAT_P, MPI_Comm comm, MPI_Request *request), (RF_RSCAT_A, comm, request), COMM, comm, RF_RSCAT_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_scatter_init, (RF_RSCAT_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_RSCAT_A, comm, info, request), COMM, comm, RF_RSCAT_R)) \
-    X(COLL, MPI_Reduce_scatter_block, (RF_RSCATB_P, MPI_Comm comm), (RF_RSCATB_A, comm), COMM, comm, RF_RSCATB_R) \
-    X(COLL, MPI_Ireduce_scatter_block, (RF_RSCATB_P, MPI_Comm comm, MPI_Request *request), (RF_RSCATB_A, comm, request), COMM, comm, RF_RSCATB_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_scatter_block_init, (RF_RSCATB_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_RSCATB_A, comm, info, request), COMM, comm, RF_RSCATB_R)) \
-    X(COLL, MPI_Scan, (RF_REDUCE_P, MPI_Comm comm), (RF_REDUCE_A, comm), COMM, comm, RF_REDUCE_ALL_R) \
-    X(COLL, MPI_Iscan, (RF_REDUCE_P, MPI_Comm comm, MPI_Request *request), (RF_REDUCE_A, comm, request), COMM, comm, RF_REDUCE_ALL_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Scan_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
     X(COLL, MPI_Scatter, (RF_GATHER_P, int root, MPI_Comm comm), (RF_GATHER_A, root, comm), COMM, comm, RF_SCATTER_R) \
     X(COLL, MPI_Iscatter, (RF_GATHER_P, int root, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, root, comm, request), COMM, comm, RF_SCATTER_R) \
@@ -293,9 +282,6 @@
     X(IO, MPI_File_write_ordered_begin, (RF_IO_P(const)), (RF_IO_A), FH, fh, RF_IO_R) \
     X(IO, MPI_File_write_ordered_end, (MPI_File fh, const void *buf, MPI_Status *status), (fh, buf, status), FH, fh, RF_IOEND_R) \
     /* ---- local calls: no communication, but the MPI reads or writes the buffer ---- */ \
-    X(LOCAL, MPI_Reduce_local, (const void *inbuf, void *inoutbuf, int count, MPI_Datatype datatype, MPI_Op op), \
-      (inbuf, inoutbuf, count, datatype, op), WORLD, MPI_COMM_WORLD, \
-      RF_BUF(1, inbuf, count, datatype) RF_BUF(1, inoutbuf, count, datatype)) \
     X(LOCAL, MPI_Pack_external, \
       (const char datarep[], const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position), \
       (datarep, inbuf, incount, datatype, outbuf, outsize, position), WORLD, MPI_COMM_WORLD, \

@@ -1,0 +1,89 @@
+/* The host twin of reduce_kernels.cu (see reduce.h): the same per-element rules, one loop per
+ * (operation, element type). Fake-device mode runs it where the GPU would run the kernel. */
+#include <stdint.h>
+#include "reduce.h"
+
+int64_t gdte_reduce_elem_size(gdte_rtype_t t)
+{
+    switch (t) {
+#define GDTE_X_SZ(id, T, UT) \
+    case GDTE_RT_##id: return (int64_t)sizeof(T);
+        GDTE_RED_INTS(GDTE_X_SZ)
+        GDTE_RED_FLOATS(GDTE_X_SZ)
+#undef GDTE_X_SZ
+    case GDTE_RT_BOOL: return 1;
+#define GDTE_X_PSZ(id, VT) \
+    case GDTE_RT_##id: return (int64_t)sizeof(gdte_red_pair_##id##_t);
+        GDTE_RED_PAIRS(GDTE_X_PSZ)
+#undef GDTE_X_PSZ
+    default: return 0;
+    }
+}
+
+int gdte_reduce_supported(gdte_rop_t op, gdte_rtype_t t)
+{
+    if ((unsigned)op >= GDTE_ROP_COUNT_ || (unsigned)t >= GDTE_RT_COUNT_) return 0;
+    if (t <= GDTE_RT_U64) return op <= GDTE_ROP_BXOR;
+    if (t == GDTE_RT_F32 || t == GDTE_RT_F64) return op <= GDTE_ROP_MAX;
+    if (t == GDTE_RT_BOOL) return op == GDTE_ROP_LAND || op == GDTE_ROP_LOR || op == GDTE_ROP_LXOR;
+    return op == GDTE_ROP_MINLOC || op == GDTE_ROP_MAXLOC;
+}
+
+#define RED_LOOP(RULE, T, UT)                                  \
+    do {                                                       \
+        const T *a_ = (const T *)in;                           \
+        T *o_ = (T *)inout;                                    \
+        for (int64_t j_ = 0; j_ < n; j_++) RULE(T, UT, o_[j_], a_[j_]); \
+    } while (0)
+
+/* The integer rules; floating point differs in SUM/PROD (no unsigned twin) and has no logical
+ * or bitwise ones. */
+#define RED_INT_OPS(T, UT)                                      \
+    switch (op) {                                               \
+    case GDTE_ROP_SUM: RED_LOOP(GDTE_RED_SUM, T, UT); break;    \
+    case GDTE_ROP_PROD: RED_LOOP(GDTE_RED_PROD, T, UT); break;  \
+    case GDTE_ROP_MIN: RED_LOOP(GDTE_RED_MIN, T, UT); break;    \
+    case GDTE_ROP_MAX: RED_LOOP(GDTE_RED_MAX, T, UT); break;    \
+    case GDTE_ROP_LAND: RED_LOOP(GDTE_RED_LAND, T, UT); break;  \
+    case GDTE_ROP_LOR: RED_LOOP(GDTE_RED_LOR, T, UT); break;    \
+    case GDTE_ROP_LXOR: RED_LOOP(GDTE_RED_LXOR, T, UT); break;  \
+    case GDTE_ROP_BAND: RED_LOOP(GDTE_RED_BAND, T, UT); break;  \
+    case GDTE_ROP_BOR: RED_LOOP(GDTE_RED_BOR, T, UT); break;    \
+    case GDTE_ROP_BXOR: RED_LOOP(GDTE_RED_BXOR, T, UT); break;  \
+    default: break;                                             \
+    }
+#define RED_FLOAT_OPS(T, UT)                                     \
+    switch (op) {                                                \
+    case GDTE_ROP_SUM: RED_LOOP(GDTE_RED_FSUM, T, UT); break;    \
+    case GDTE_ROP_PROD: RED_LOOP(GDTE_RED_FPROD, T, UT); break;  \
+    case GDTE_ROP_MIN: RED_LOOP(GDTE_RED_MIN, T, UT); break;     \
+    case GDTE_ROP_MAX: RED_LOOP(GDTE_RED_MAX, T, UT); break;     \
+    default: break;                                              \
+    }
+
+gdte_status_t gdte_reduce_host(gdte_rop_t op, gdte_rtype_t t, const void *in, void *inout, int64_t n)
+{
+    if (!gdte_reduce_supported(op, t)) return GDTE_ERR_UNSUPPORTED;
+    if (n <= 0) return GDTE_OK;
+    if (!in || !inout) return GDTE_ERR_INVALID_ARG;
+    switch (t) {
+#define GDTE_X_INT(id, T, UT) \
+    case GDTE_RT_##id: RED_INT_OPS(T, UT) break;
+        GDTE_RED_INTS(GDTE_X_INT)
+#undef GDTE_X_INT
+#define GDTE_X_FLT(id, T, UT) \
+    case GDTE_RT_##id: RED_FLOAT_OPS(T, UT) break;
+        GDTE_RED_FLOATS(GDTE_X_FLT)
+#undef GDTE_X_FLT
+    case GDTE_RT_BOOL: RED_INT_OPS(uint8_t, uint8_t) break;
+#define GDTE_X_PAIR(id, VT)                                                                         \
+    case GDTE_RT_##id:                                                                              \
+        if (op == GDTE_ROP_MINLOC) RED_LOOP(GDTE_RED_MINLOC, gdte_red_pair_##id##_t, gdte_red_pair_##id##_t); \
+        else RED_LOOP(GDTE_RED_MAXLOC, gdte_red_pair_##id##_t, gdte_red_pair_##id##_t);            \
+        break;
+        GDTE_RED_PAIRS(GDTE_X_PAIR)
+#undef GDTE_X_PAIR
+    default: return GDTE_ERR_UNSUPPORTED;
+    }
+    return GDTE_OK;
+}
