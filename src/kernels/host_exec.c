@@ -1,7 +1,29 @@
 /* Host executor: runs a layout on the CPU. CI's engine and the path for host memory; it reads
  * the layout through layout.h exactly as the GPU kernels do. */
+#include <stdlib.h>
 #include <string.h>
+#include "callprof.h"
 #include "kernels.h"
+
+/* The per-call profile (callprof.h). */
+int gdte_callprof_on;
+static __thread gdte_callprof_t callprof;
+__attribute__((constructor)) static void callprof_init(void)
+{
+    const char *e = getenv("GDTETEST_PROFILE_CALLS");
+    gdte_callprof_on = e && !strcmp(e, "1");
+}
+void gdte_callprof_enable(int on) { gdte_callprof_on = on != 0; }
+void gdte_callprof_add(gdte_cp_stage_t stage, double sec)
+{
+    if ((unsigned)stage < GDTE_CP_COUNT_) callprof.sec[stage] += sec;
+}
+void gdte_callprof_call(void) { callprof.calls++; }
+void gdte_callprof_take(gdte_callprof_t *p)
+{
+    *p = callprof;
+    memset(&callprof, 0, sizeof callprof);
+}
 
 /* Fixed-size copies compile to single moves; the variable case goes to memcpy. */
 static inline void copy_n(char *dst, const char *src, int64_t n)

@@ -43,8 +43,8 @@ void gdte_gpu_exec_force_variant(gdte_kvar_t v);
 /* Cap the access width at `bytes` (1, 2, 4, 8 or 16; 0: no cap), tests only. A TILED kernel
  * that the cap makes impossible falls back to STRIDED. */
 void gdte_gpu_exec_force_word(int bytes);
-/* FLAT with 64-bit index arithmetic even where 32-bit would do (tests only: the 64-bit path,
- * needed past 2^32 words, then runs on small layouts too). */
+/* FLAT and PERIODIC with 64-bit index arithmetic even where 32-bit would do (tests only: the
+ * 64-bit path, needed past 2^32 words, then runs on small layouts too). */
 void gdte_gpu_exec_force_wide(int on);
 /* The variant the calling thread's last gdte_gpu_exec* launched, and its word size (STRIDED,
  * TILED, FLAT and PERIODIC; 0 for the others, whose width is chosen per unit), for tests' coverage checks. */

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "callprof.h"
 #include "kernels.h"
 #include "devplan.h"
 #include "engine/engine.h"
@@ -17,16 +18,17 @@ static void log_call(gdte_dir_t dir, int64_t n, int64_t offset, int64_t count, c
 {
     static const char *kinds[] = {"host", "pinned", "device", "managed"};
     static const char *layouts[] = {"empty", "contig", "strided", "units"};
-    static const char *kvars[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy"};
+    static const char *kvars[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy", "periodic"};
+    const unsigned nkvars = sizeof kvars / sizeof kvars[0];
     char how[64];
     if (!executor) {
         gdte_kvar_t v = GDTE_KVAR_NONE;
         int word = 0;
         gdte_gpu_exec_last(&v, &word);
         if (word)
-            snprintf(how, sizeof how, "GPU kernel %s, %d-byte words", (unsigned)v < 8 ? kvars[v] : "?", word);
+            snprintf(how, sizeof how, "GPU kernel %s, %d-byte words", (unsigned)v < nkvars ? kvars[v] : "?", word);
         else
-            snprintf(how, sizeof how, "GPU kernel %s", (unsigned)v < 8 ? kvars[v] : "?");
+            snprintf(how, sizeof how, "GPU kernel %s", (unsigned)v < nkvars ? kvars[v] : "?");
         executor = how;
     }
     gdte_debug("%s: %lld bytes at offset %lld of %lld element(s), %s layout; user buffer %s, packed buffer %s -> %s%s",
@@ -90,6 +92,17 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
     int64_t offset = 0, max_bytes = INT64_MAX;
     uint64_t flags = 0;
     gdte_stream_t stream = NULL;
+    /* GDTETEST_PROFILE_CALLS=1: the host time of each stage (callprof.h); t_start stays 0 when off. */
+    const double t_start = gdte_callprof_on ? gdte_time_now() : 0;
+    double t_mark = t_start;
+#define STAGE_DONE(stage)                                                                          \
+    do {                                                                                         \
+        if (t_start) {                                                                           \
+            double t_ = gdte_time_now();                                                         \
+            gdte_callprof_add((stage), t_ - t_mark);                                             \
+            t_mark = t_;                                                                         \
+        }                                                                                        \
+    } while (0)
     /* The layout validates the handle (first) and the count: one lookup of the type per call. */
     if ((st = gdte_engine_layout(type, count, &L)) != GDTE_OK) return st;
     if (avail < 0) return GDTE_ERR_INVALID_ARG;
@@ -122,6 +135,7 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
     }
     if (!user || !packed) return GDTE_ERR_NULL_BUFFER;
 
+    STAGE_DONE(GDTE_CP_LAYOUT);
     int on_gpu = 0;
     gdte_mem_info_t mu = {GDTE_MEM_HOST, -1}, mp = {GDTE_MEM_HOST, -1};
     if (gdte_gpu_available()) {
@@ -141,6 +155,7 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
                      (mu.kind == GDTE_MEM_MANAGED && mp.kind == GDTE_MEM_MANAGED);
         }
     }
+    STAGE_DONE(GDTE_CP_MEMKIND);
     int debug = gdte_log_level_g >= GDTE_LOG_DEBUG;
     if (!on_gpu) {
         gdte_host_exec(&L, dir, user, packed, offset, n);
@@ -155,12 +170,19 @@ static gdte_status_t run(gdte_dir_t dir, void *user, int64_t count, gdte_type_h 
             if (debug) log_call(dir, n, offset, count, &L, mu.kind, mp.kind, user_host ? "host executor" : NULL, 1);
         } else {
             if ((st = gpu_run(type, &L, dir, user, packed, offset, n, stream, max_blocks)) != GDTE_OK) return st;
+            if (t_start) t_mark = gdte_time_now(); /* plan, choice and launch are timed inside */
             if (!(flags & GDTE_PACK_FLAG_ASYNC) && (st = gdte_gpu_stream_synchronize(stream)) != GDTE_OK) return st;
+            STAGE_DONE(GDTE_CP_SYNC);
             if (debug) log_call(dir, n, offset, count, &L, mu.kind, mp.kind, NULL, 0);
         }
     }
     if (done_p) *done_p = n;
+    if (t_start) {
+        gdte_callprof_add(GDTE_CP_TOTAL, gdte_time_now() - t_start);
+        gdte_callprof_call();
+    }
     return GDTE_OK;
+#undef STAGE_DONE
 }
 
 GDTE_API gdte_status_t gdte_pack(const void *inbuf, int64_t count, gdte_type_h type, void *outbuf, int64_t outsize,

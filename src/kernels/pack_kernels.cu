@@ -21,6 +21,9 @@
  *                last one apart, the middle in words as wide as the two addresses' common
  *                alignment allows (16 B when both are congruent mod 16).
  *  - DEV_THREAD: one thread per unit, for types whose units are a few bytes (structs).
+ *  - PERIODIC:   small repetitions (arrays of structs with holes): FLAT's mapping over words of
+ *                the packed stream, each word's user offset from a per-repetition map in shared
+ *                memory; the default where DEV_THREAD was.
  * Bytes of a STRIDED/TILED/FLAT range that fall outside its word-aligned middle (at most W-1 at
  * each end, only when the range is cut mid-word) are moved by the first thread block.
  */
@@ -29,6 +32,7 @@
 #include <string.h>
 #include "gpu/gpu_compat.h"
 extern "C" {
+#include "callprof.h"
 #include "fastdiv.h"
 #include "kernels.h"
 #include "gpu/gpu.h"
@@ -608,6 +612,87 @@ template <int DIR> __global__ void __launch_bounds__(NT, 4) k_dev_thread(const d
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* PERIODIC: a UNITS layout whose repetition is small (an array of structs with holes) moved the
+ * way a copy kernel moves bytes. The packed stream is cut into words of W bytes, W dividing every
+ * unit's src and packed offset and the repetition's packed size, so that each word lies inside
+ * one unit and maps to W consecutive user bytes. A thread block first turns the unit array into
+ * a map, per word of one repetition, of its user offset (shared memory, one pass over the
+ * units); then consecutive threads take consecutive words of the stream, PERIODIC_U of them
+ * loaded before any is stored, the user address of word i being the offset of repetition
+ * i / (words per repetition) plus the map's entry for the rest. Both sides are accessed as a copy
+ * accesses them: the packed side contiguously, the user side in consecutive words of consecutive
+ * elements, so a warp reads (writes) whole 32-byte sectors but for the holes, every lane busy.
+ * DEV_THREAD, a thread per unit, loops as long as its unit (lanes idle on the short ones) and
+ * its warps stride across elements. The holes are neither read nor written. Bytes of a range
+ * cut mid-word are moved one by one by the first thread block. */
+#define PERIODIC_MAP 1024 /* words of one repetition the map holds (8 KiB of shared memory) */
+#define PERIODIC_U 4      /* words in flight per thread */
+
+struct periodic_args {
+    dev_args d;        /* user_d, pbase, units, rep_bytes, the range (lo, hi) and the dims */
+    gdte_fastdiv_t pw; /* words per repetition */
+    int64_t blo, bhi;  /* word-aligned middle of the range, in bytes (blo == bhi: none) */
+    int64_t nunits;
+};
+
+/* User offset (relative to user_d) of stream word i; 32-bit division where every word index fits. */
+template <bool NARROW>
+__device__ __forceinline__ int64_t periodic_user(const periodic_args &a, const int64_t *map, int64_t i)
+{
+    int64_t rep;
+    if (NARROW)
+        rep = (int64_t)gdte_fastdiv32(&a.pw, (uint32_t)i);
+    else
+        rep = (int64_t)gdte_fastdiv64(&a.pw, (uint64_t)i);
+    return rep_offset(a.d, rep) + map[i - rep * (int64_t)a.pw.d];
+}
+
+template <int W, int DIR, bool NARROW> __global__ void __launch_bounds__(NT) k_periodic(const periodic_args a)
+{
+    typedef typename word_t<W>::t T;
+    __shared__ int64_t map[PERIODIC_MAP];
+    /* Unit u covers words [packed / W, (packed + len) / W) of a repetition. */
+    for (int64_t u = threadIdx.x; u < a.nunits; u += NT) {
+        const gdte_unit_t U = a.d.units[u];
+        const int64_t k0 = U.packed / W, nk = U.len / W;
+        for (int64_t k = 0; k < nk; k++) map[k0 + k] = U.src + k * W;
+    }
+    __syncthreads();
+    char *const ud = a.d.user_d, *const pb = a.d.pbase;
+    if (blockIdx.x == 0) {
+        /* edge bytes: [lo, blo) and [bhi, hi) */
+        const int64_t nh = a.blo - a.d.lo, nt = a.d.hi - a.bhi;
+        for (int64_t t = threadIdx.x; t < nh + nt; t += NT) {
+            const int64_t x = t < nh ? a.d.lo + t : a.bhi + (t - nh);
+            const int64_t rep = qdiv(x, a.d.rep_bytes), q = x - rep * a.d.rep_bytes, k = q / W;
+            char *u = ud + rep_offset(a.d, rep) + map[k] + (q - k * W);
+            if (DIR == GDTE_DIR_PACK)
+                pb[x] = *u;
+            else
+                *u = pb[x];
+        }
+    }
+    const int64_t whi = a.bhi / W, step = (int64_t)gridDim.x * NT * PERIODIC_U;
+    for (int64_t c = a.blo / W + (int64_t)blockIdx.x * NT * PERIODIC_U + threadIdx.x; c < whi; c += step) {
+        int64_t uo[PERIODIC_U];
+        T v[PERIODIC_U];
+#pragma unroll
+        for (int k = 0; k < PERIODIC_U; k++) {
+            const int64_t i = c + k * NT;
+            if (i < whi) {
+                uo[k] = periodic_user<NARROW>(a, map, i);
+                v[k] = ld<W>(DIR == GDTE_DIR_PACK ? ud + uo[k] : pb + i * W);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < PERIODIC_U; k++) {
+            const int64_t i = c + k * NT;
+            if (i < whi) st<W>(DIR == GDTE_DIR_PACK ? pb + i * W : ud + uo[k], v[k]);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Units from runs (first use of a plan with long pieces): a warp per run. */
 struct expand_args {
     const gdte_run_t *runs;
@@ -753,6 +838,29 @@ static int dev_thread_pays(const gdte_layout_t *L)
     return L->nunits > 0 && L->rep_bytes / L->nunits <= 48 && L->max_unit_len <= 256;
 }
 
+/* PERIODIC's word: W (the layout's and buffers' alignment) further limited by the repetition's
+ * packed size, so that every word of the stream lies inside one unit. */
+static int periodic_word(const gdte_layout_t *L, int W) { return lowbit16((uint64_t)W | (uint64_t)L->rep_bytes); }
+
+/* PERIODIC can run L: the map of one repetition fits, the units can be loaded one per thread
+ * and each thread's share of the map is short. */
+static int periodic_possible(const gdte_layout_t *L, int W)
+{
+    const int pw = periodic_word(L, W);
+    return L->kind == GDTE_LAYOUT_KIND_UNITS && L->nunits > 0 && L->nunits <= NT && L->rep_bytes > 0 &&
+           L->rep_bytes / pw <= PERIODIC_MAP && L->max_unit_len <= 256;
+}
+
+/* By default where DEV_THREAD would run (small units: a struct's fields) and the word is at least
+ * 4 bytes, or the units are no longer than a few words of it; DEV_WARP keeps layouts of long
+ * units, whose warps move 16-byte words from the middle of each unit. */
+static int periodic_pays(const gdte_layout_t *L, int W)
+{
+    const int pw = periodic_word(L, W);
+    return periodic_possible(L, W) && (dev_thread_pays(L) || L->max_unit_len <= 4 * pw) &&
+           (pw >= 4 || L->max_unit_len <= 8 * pw);
+}
+
 static gdte_kvar_t choose(const gdte_layout_t *L, int W)
 {
     switch (L->kind) {
@@ -767,6 +875,8 @@ static gdte_kvar_t choose(const gdte_layout_t *L, int W)
     case GDTE_LAYOUT_KIND_UNITS:
         if (forced_variant == GDTE_KVAR_DEV_WARP || forced_variant == GDTE_KVAR_DEV_THREAD)
             return (gdte_kvar_t)forced_variant;
+        if (forced_variant == GDTE_KVAR_PERIODIC && periodic_possible(L, W)) return GDTE_KVAR_PERIODIC;
+        if (periodic_pays(L, W)) return GDTE_KVAR_PERIODIC;
         return dev_thread_pays(L) ? GDTE_KVAR_DEV_THREAD : GDTE_KVAR_DEV_WARP;
     default: return GDTE_KVAR_NONE;
     }
@@ -1097,6 +1207,51 @@ static gdte_status_t run_dev(const gdte_layout_t *L, const gdte_gpu_exec_opts_t 
     return launch_check("dev_warp");
 }
 
+typedef void (*periodic_fn)(const periodic_args);
+template <int DIR, bool NARROW> static periodic_fn periodic_kernel(int W)
+{
+    switch (W) {
+    case 16: return k_periodic<16, DIR, NARROW>;
+    case 8: return k_periodic<8, DIR, NARROW>;
+    case 4: return k_periodic<4, DIR, NARROW>;
+    case 2: return k_periodic<2, DIR, NARROW>;
+    default: return k_periodic<1, DIR, NARROW>;
+    }
+}
+
+static gdte_status_t run_periodic(const gdte_layout_t *L, gdte_dir_t dir, char *user, char *pbase, int64_t off,
+                                  int64_t end, int W, hipStream_t s, int max_blocks)
+{
+    periodic_args a;
+    memset(&a, 0, sizeof a);
+    a.d.user_d = user + L->disp;
+    a.d.pbase = pbase;
+    a.d.units = L->units;
+    a.d.rep_bytes = L->rep_bytes;
+    a.d.lo = off;
+    a.d.hi = end;
+    a.d.ndims = L->ndims;
+    for (int k = 0; k < L->ndims; k++) {
+        a.d.count[k] = L->count[k];
+        a.d.stride[k] = L->stride[k];
+    }
+    a.nunits = L->nunits;
+    gdte_fastdiv_init(&a.pw, (uint64_t)(L->rep_bytes / W));
+    a.blo = (off + W - 1) / W * W;
+    a.bhi = end / W * W;
+    if (a.blo >= a.bhi) a.blo = a.bhi = end; /* no whole word: every byte is an edge */
+    const int64_t nwords = (a.bhi - a.blo) / W;
+    const bool narrow = !forced_wide && a.bhi / W <= (int64_t)UINT32_MAX;
+    periodic_fn k = dir == GDTE_DIR_PACK ? (narrow ? periodic_kernel<GDTE_DIR_PACK, true>(W)
+                                                   : periodic_kernel<GDTE_DIR_PACK, false>(W))
+                                         : (narrow ? periodic_kernel<GDTE_DIR_UNPACK, true>(W)
+                                                   : periodic_kernel<GDTE_DIR_UNPACK, false>(W));
+    /* A block per NT * PERIODIC_U words, the hardware filling the SMs wave after wave (FLAT's
+     * grid); the caller's cap turns it into a grid-stride loop. */
+    GDTE_LAUNCH(dim3((unsigned)item_grid(nwords, NT * PERIODIC_U, max_blocks)), dim3(NT), s, a, k);
+    return launch_check("periodic");
+}
+
 extern "C" gdte_status_t gdte_gpu_exec_copy_units(const gdte_layout_t *L, const void *src, void *dst, int64_t offset,
                                                   int64_t len, gdte_stream_t stream, int max_blocks)
 {
@@ -1130,9 +1285,23 @@ extern "C" gdte_status_t gdte_gpu_exec_copy_units(const gdte_layout_t *L, const 
     return launch_check("copy_units");
 }
 
+static gdte_status_t exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
+                             void *packed, int64_t offset, int64_t len, gdte_stream_t stream, double t0);
+static __thread double last_choose_sec; /* the call profile's choice stage, taken out of its launch stage */
+
 extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir,
                                           void *user, void *packed, int64_t offset, int64_t len, gdte_stream_t stream)
 {
+    const double t0 = gdte_callprof_on ? gdte_time_now() : 0;
+    const gdte_status_t st = exec_ex(L, o, dir, user, packed, offset, len, stream, t0);
+    if (t0) gdte_callprof_add(GDTE_CP_LAUNCH, gdte_time_now() - t0 - last_choose_sec);
+    return st;
+}
+
+static gdte_status_t exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
+                             void *packed, int64_t offset, int64_t len, gdte_stream_t stream, double t0)
+{
+    last_choose_sec = 0;
     if (!gdte_gpu_available()) return GDTE_ERR_NO_DEVICE;
     if (len <= 0 || L->kind == GDTE_LAYOUT_KIND_EMPTY) return GDTE_OK;
     if (offset < 0 || offset + len > L->total) return GDTE_ERR_OFFSET;
@@ -1144,9 +1313,18 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
     const int64_t end = offset + len;
     const int max_blocks = o ? o->max_blocks : 0;
     const int W = strided_word(L, user, pbase, forced_word);
-    const gdte_kvar_t v = choose(L, W);
+    gdte_kvar_t v = choose(L, W);
+    /* PERIODIC needs every unit of the repetition (the pipelined first use hands out part of
+     * them while the rest is still being copied): the DEV kernels take such calls. */
+    if (v == GDTE_KVAR_PERIODIC && o && o->unit_hi > o->unit_lo && (o->unit_lo > 0 || o->unit_hi < L->nunits))
+        v = dev_thread_pays(L) ? GDTE_KVAR_DEV_THREAD : GDTE_KVAR_DEV_WARP;
+    const int Wp = v == GDTE_KVAR_PERIODIC ? periodic_word(L, W) : W;
     last_variant = v;
-    last_word = v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_TILED || v == GDTE_KVAR_FLAT ? W : 0;
+    last_word = v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_TILED || v == GDTE_KVAR_FLAT || v == GDTE_KVAR_PERIODIC ? Wp : 0;
+    if (t0) {
+        last_choose_sec = gdte_time_now() - t0;
+        gdte_callprof_add(GDTE_CP_CHOOSE, last_choose_sec);
+    }
     switch (v) {
     case GDTE_KVAR_CONTIG: {
         char *ua = u + L->disp + offset;
@@ -1164,6 +1342,7 @@ extern "C" gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu
     case GDTE_KVAR_FLAT: return run_flat(L, dir, u, pbase, offset, end, W, s, max_blocks);
     case GDTE_KVAR_DEV_WARP:
     case GDTE_KVAR_DEV_THREAD: return run_dev(L, o, v, dir, u, pbase, offset, end, s, max_blocks);
+    case GDTE_KVAR_PERIODIC: return run_periodic(L, dir, u, pbase, offset, end, Wp, s, max_blocks);
     default: return GDTE_ERR_INTERNAL;
     }
 }

@@ -11,8 +11,8 @@
 
 static const char *kvar_name(int v)
 {
-    static const char *n[] = {"auto", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy"};
-    return v >= 0 && v <= 7 ? n[v] : "?";
+    static const char *n[] = {"auto", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy", "periodic"};
+    return v >= 0 && v <= 8 ? n[v] : "?";
 }
 
 int kc_iters(int def)
@@ -63,10 +63,11 @@ static void note_run(ctx_t *c, int64_t off, int64_t len)
     gdte_kvar_t v;
     int w;
     gdte_gpu_exec_last(&v, &w);
-    if ((int)v < 0 || v >= 8 || w < 0 || w > 16) return;
+    if ((int)v < 0 || v >= KC_NVARIANTS || w < 0 || w > 16) return;
     c->stats->ran[v][w]++;
     if (w > 1 && (off % w || (off + len) % w)) c->stats->cut[v][w]++;
     if (v == GDTE_KVAR_FLAT && c->wide) c->stats->flat_wide[w]++;
+    if (v == GDTE_KVAR_PERIODIC && c->wide) c->stats->periodic_wide++;
     if (v == GDTE_KVAR_FLAT) c->stats->flat_nd[c->ndims < 3 ? c->ndims : 3]++;
 }
 
@@ -184,7 +185,7 @@ int kc_check(const kc_ops_t *ops, gdte_type_h type, int64_t count, uint64_t seed
             /* 64-bit indices on half the flat cases, and always while a word size has not run
              * with them yet (then aligned too), so coverage does not hang on the pool's luck. */
             int cover_wide = *v == GDTE_KVAR_FLAT && *w >= 1 && *w <= 16 && !stats->flat_wide[*w];
-            c.wide = *v == GDTE_KVAR_FLAT && (cover_wide || rt_below(&wr, 2));
+            c.wide = (*v == GDTE_KVAR_FLAT || *v == GDTE_KVAR_PERIODIC) && (cover_wide || rt_below(&wr, 2));
             gdte_gpu_exec_force_wide(c.wide);
             stats->cases++;
             gdte_gpu_exec_opts_t o;
@@ -306,14 +307,15 @@ int kc_check_runs(const kc_ops_t *ops, gdte_type_h type, uint64_t seed, const ch
 void kc_print_coverage(const kc_stats_t *s)
 {
     printf("kernel launches by variant and word size:\n");
-    for (int v = 1; v <= 6; v++) {
+    for (int v = 1; v <= GDTE_KVAR_PERIODIC; v++) {
+        if (v == GDTE_KVAR_COPY) continue;
         printf("  %-10s", kvar_name(v));
         for (int w = 0; w <= 16; w++)
             if (s->ran[v][w]) printf(" w%d:%lld", w, (long long)s->ran[v][w]);
         printf("\n");
     }
     printf("  of which ranges cutting a word:");
-    for (int v = 1; v <= 6; v++)
+    for (int v = 1; v <= GDTE_KVAR_PERIODIC; v++)
         for (int w = 2; w <= 16; w++)
             if (s->cut[v][w]) printf(" %s/w%d:%lld", kvar_name(v), w, (long long)s->cut[v][w]);
     printf("\n  flat with 64-bit indices forced:");

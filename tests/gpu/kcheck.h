@@ -31,10 +31,13 @@ typedef struct kc_ops {
     gdte_status_t (*copy_units)(const gdte_layout_t *L, const void *src, void *dst, int64_t off, int64_t len);
 } kc_ops_t;
 
+#define KC_NVARIANTS 16 /* room for every gdte_kvar_t */
+
 typedef struct kc_stats {
     int64_t cases, failures, bytes;
-    int64_t ran[8][17]; /* [variant][word] launches seen (word 0: DEV, chosen per unit) */
-    int64_t cut[8][17]; /* of those, launches whose range starts or ends inside a word */
+    int64_t ran[KC_NVARIANTS][17]; /* [variant][word] launches seen (word 0: DEV, chosen per unit) */
+    int64_t cut[KC_NVARIANTS][17]; /* of those, launches whose range starts or ends inside a word */
+    int64_t periodic_wide;         /* PERIODIC launches with 64-bit index arithmetic forced */
     int64_t flat_wide[17]; /* FLAT launches with 64-bit index arithmetic forced, by word */
     int64_t flat_nd[4];    /* FLAT launches by the layout's dimensions (1, 2, 3 or more) */
     int64_t skipped_unpack; /* overlapping types: unpack order would matter, as in MPI */

@@ -96,6 +96,114 @@ static const kc_ops_t ops = {d_alloc,  d_release, d_copy, d_copy, d_units, d_exe
 #define MAX_COUNT 64
 #endif
 
+/* Arrays of small structs with holes: the layouts PERIODIC is for (UNITS, a short repetition),
+ * each word size from 1 to 16 bytes, negative displacements, repetitions over two dimensions
+ * (a vector of structs), odd counts and a large one; every variant and word cap (kc_check
+ * also cuts the stream into fragments at random bytes, mid-pattern, and misaligns both
+ * buffers). The automatic choice must be PERIODIC for each. */
+typedef struct periodic_case {
+    const char *desc;
+    int n;                     /* fields */
+    int64_t bl[4], disp[4];
+    gdte_basic_t ty[4];
+    int64_t lb, extent;        /* resized to these */
+    int64_t count, vstride;    /* contiguous(count) of it, or vector(count, 3, vstride) when vstride */
+    int64_t elems;             /* elements given to the executor */
+} periodic_case_t;
+
+static int check_periodic(uint64_t seed, const int *variants, const int *words, kc_stats_t *st)
+{
+    static const periodic_case_t cases[] = {
+        {"struct {int; hole 4; double; float[3]} (struct3p)", 3, {1, 1, 3}, {0, 8, 16},
+         {GDTE_BASIC_INT32, GDTE_BASIC_DOUBLE, GDTE_BASIC_FLOAT}, 0, 32, 37, 0, 3},
+        {"struct {double; hole 8; double[2]}: 8-byte words", 2, {1, 2}, {0, 16},
+         {GDTE_BASIC_DOUBLE, GDTE_BASIC_DOUBLE}, 0, 32, 29, 0, 5},
+        {"struct {complex double; hole 16; complex double[2]}: 16-byte words", 2, {1, 2}, {0, 32},
+         {GDTE_BASIC_COMPLEX_DOUBLE, GDTE_BASIC_COMPLEX_DOUBLE}, 0, 80, 17, 0, 3},
+        {"struct {char; hole 1; char[3]; hole 2}: byte words", 2, {1, 3}, {0, 2},
+         {GDTE_BASIC_CHAR, GDTE_BASIC_CHAR}, 0, 7, 101, 0, 3},
+        {"struct {short; hole 2; short[3]}: 2-byte words", 2, {1, 3}, {0, 4},
+         {GDTE_BASIC_INT16, GDTE_BASIC_INT16}, 0, 12, 61, 0, 1},
+        {"struct at negative displacements {int @-12; float[2] @-4; double @8}, extent 40 from lb -16", 3,
+         {1, 2, 1}, {-12, -4, 8}, {GDTE_BASIC_INT32, GDTE_BASIC_FLOAT, GDTE_BASIC_DOUBLE}, -16, 40, 23, 0, 3},
+        {"vector(.., 3, 5) of struct {int; hole 4; double}: repetitions over two dimensions", 2, {1, 1},
+         {0, 8}, {GDTE_BASIC_INT32, GDTE_BASIC_DOUBLE}, 0, 16, 13, 5, 3},
+        {"struct {double x, y, z; hole 4; int id} x large count", 2, {3, 1}, {0, 28},
+         {GDTE_BASIC_DOUBLE, GDTE_BASIC_INT32}, 0, 40, 20011, 0, 1},
+        {"struct of 24 fields int[1 + k % 3] at 16 k: long map", 0, {0}, {0}, {GDTE_BASIC_INT32}, 0, 0, 9, 0, 3},
+    };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const periodic_case_t *c = &cases[i];
+        int64_t count = c->count;
+        if (c->count > 1000) count = c->count / (SIZE_SCALE == 1 ? 20 : 1); /* the emulator runs a fiber a thread */
+        gdte_type_h f[4] = {0}, a = NULL, b = NULL, t = NULL;
+        gdte_status_t sta;
+        if (c->n) {
+            for (int k = 0; k < c->n; k++) f[k] = gdte_type_predefined(c->ty[k]);
+            sta = gdte_type_create_struct(c->n, c->bl, c->disp, f, &a);
+        } else {
+            /* 24 pieces of 4, 8 or 12 bytes 16 bytes apart: 24 units, 192 packed bytes */
+            int64_t bl[24], ds[24];
+            gdte_type_h ty[24];
+            for (int k = 0; k < 24; k++) {
+                bl[k] = 1 + k % 3;
+                ds[k] = 16 * k;
+                ty[k] = gdte_type_predefined(GDTE_BASIC_INT32);
+            }
+            sta = gdte_type_create_struct(24, bl, ds, ty, &a);
+        }
+        if (sta == GDTE_OK && (c->extent || c->lb)) sta = gdte_type_create_resized(a, c->lb, c->extent, &b);
+        gdte_type_h e = b ? b : a;
+        if (sta == GDTE_OK)
+            sta = c->vstride ? gdte_type_create_vector(count, 3, c->vstride, e, &t) : gdte_type_create_contiguous(count, e, &t);
+        if (sta == GDTE_OK) sta = gdte_type_commit(t);
+        if (a) gdte_type_free(&a);
+        if (b) gdte_type_free(&b);
+        if (sta != GDTE_OK) {
+            printf("FAIL: could not build %s: %s\n", c->desc, gdte_status_string(sta));
+            fails++;
+            if (t) gdte_type_free(&t);
+            continue;
+        }
+        gdte_layout_t L;
+        gdte_engine_layout(t, c->elems, &L);
+        gdte_kvar_t v = gdte_gpu_exec_variant(&L, GDTE_DIR_PACK);
+        if (L.kind != GDTE_LAYOUT_KIND_UNITS || v != GDTE_KVAR_PERIODIC) {
+            printf("FAIL: %s: layout kind %d, automatic variant %d, expected units and periodic (%d)\n", c->desc,
+                   L.kind, v, GDTE_KVAR_PERIODIC);
+            fails++;
+        }
+        fails += kc_check(&ops, t, c->elems, seed + 300 + (uint64_t)i, c->desc, variants, words, st);
+        gdte_type_free(&t);
+    }
+#ifndef KC_EMULATED
+    {
+        /* A large count on the device (2^21 particles, 56 MiB packed; 2^16 under a sanitizer,
+         * whose racecheck follows every shared-memory access): many waves of blocks and, with the
+         * caps kc_check draws, grid-stride loops of many turns. Automatic and forced PERIODIC
+         * against DEV_THREAD, natural and 4-byte words. */
+        const int64_t big = getenv("GDTETEST_UNDER_SANITIZER") ? (int64_t)1 << 16 : (int64_t)1 << 21;
+        static const int v3[] = {GDTE_KVAR_NONE, GDTE_KVAR_PERIODIC, GDTE_KVAR_DEV_THREAD, -1};
+        static const int w2[] = {0, 4, -1};
+        int64_t bl[2] = {3, 1}, ds[2] = {0, 28};
+        gdte_type_h ty[2] = {gdte_type_predefined(GDTE_BASIC_DOUBLE), gdte_type_predefined(GDTE_BASIC_INT32)};
+        gdte_type_h a = NULL, b = NULL;
+        if (gdte_type_create_struct(2, bl, ds, ty, &a) != GDTE_OK || gdte_type_create_resized(a, 0, 40, &b) != GDTE_OK ||
+            gdte_type_commit(b) != GDTE_OK) {
+            printf("FAIL: could not build the particle struct\n");
+            fails++;
+        } else {
+            fails += kc_check(&ops, b, big, seed + 399, "2^21 (2^16) x struct {double x, y, z; hole 4; int id}",
+                              v3, w2, st);
+        }
+        if (a) gdte_type_free(&a);
+        if (b) gdte_type_free(&b);
+    }
+#endif
+    return fails;
+}
+
 int main(void)
 {
 #ifdef KC_EMULATED
@@ -119,12 +227,12 @@ int main(void)
     kc_stats_t st;
     memset(&st, 0, sizeof st);
     int fails = 0;
-    static const int all_variants[] = {GDTE_KVAR_NONE,     GDTE_KVAR_STRIDED,    GDTE_KVAR_TILED, GDTE_KVAR_FLAT,
-                                       GDTE_KVAR_DEV_WARP, GDTE_KVAR_DEV_THREAD, -1};
+    static const int all_variants[] = {GDTE_KVAR_NONE,     GDTE_KVAR_STRIDED,    GDTE_KVAR_TILED,    GDTE_KVAR_FLAT,
+                                       GDTE_KVAR_DEV_WARP, GDTE_KVAR_DEV_THREAD, GDTE_KVAR_PERIODIC, -1};
     static const int all_words[] = {0, 1, 2, 4, 8, 16, -1};
     static const gdte_kvar_t expect[RT_SHAPE_COUNT_] = {
-        GDTE_KVAR_FLAT,       GDTE_KVAR_FLAT,  GDTE_KVAR_DEV_WARP, GDTE_KVAR_TILED,
-        GDTE_KVAR_DEV_THREAD, GDTE_KVAR_FLAT,  GDTE_KVAR_TILED,    GDTE_KVAR_TILED, GDTE_KVAR_FLAT,
+        GDTE_KVAR_FLAT,     GDTE_KVAR_FLAT, GDTE_KVAR_DEV_WARP, GDTE_KVAR_TILED,
+        GDTE_KVAR_PERIODIC, GDTE_KVAR_FLAT, GDTE_KVAR_TILED,    GDTE_KVAR_TILED, GDTE_KVAR_FLAT,
         GDTE_KVAR_DEV_WARP};
     static const int64_t sizes[RT_SHAPE_COUNT_] = {40, 300, 70, 63, 200, 12, 33, 71, 3, 5};
     /* The benchmark's shapes, small, each under every variant and word cap. */
@@ -172,6 +280,7 @@ int main(void)
         fails += kc_check(&ops, t, 2, seed + 100 + (uint64_t)nd, desc, all_variants, all_words, &st);
         gdte_type_free(&t);
     }
+    fails += check_periodic(seed, all_variants, all_words, &st);
     /* Random types: every variant, two random word caps each; units layouts also buffer to
      * buffer (gdte_gpu_exec_copy_units). */
     rt_rng_t r = {seed};
@@ -272,6 +381,17 @@ int main(void)
         }
     if (!st.runs_checked) {
         printf("FAIL: no plan with runs was cut on the device\n");
+        fails++;
+    }
+    for (int w = 1; w <= 16; w *= 2) {
+        if (!st.ran[GDTE_KVAR_PERIODIC][w]) { printf("FAIL: periodic never ran with %d-byte words\n", w); fails++; }
+        if (w > 1 && !st.cut[GDTE_KVAR_PERIODIC][w]) {
+            printf("FAIL: periodic never ran on a range cutting a %d-byte word\n", w);
+            fails++;
+        }
+    }
+    if (!st.periodic_wide) {
+        printf("FAIL: periodic never ran with 64-bit indices\n");
         fails++;
     }
     if (!st.ran[GDTE_KVAR_DEV_WARP][0] || !st.ran[GDTE_KVAR_DEV_THREAD][0] || !st.ran[GDTE_KVAR_CONTIG][0]) {

@@ -62,12 +62,25 @@ gdte_status_t gdte_gpu_event_synchronize(gdte_gpu_event_t e) { return (void)e, G
 gdte_status_t gdte_gpu_stream_wait_event(gdte_stream_t s, gdte_gpu_event_t e) { return (void)s, (void)e, GDTE_OK; }
 gdte_status_t gdte_gpu_device_synchronize(void) { return GDTE_OK; }
 /* A chunked first use calls this once per uploaded chunk of units; the copies are synchronous
- * here, so running the whole range at the last chunk reads only uploaded units. */
+ * here, so running the whole range at the last chunk reads only uploaded units. Each chunk's
+ * units must be in place when its call comes (cut from runs already, where they come as runs),
+ * and the chunks must follow one another from unit 0. */
+static const gdte_unit_t *expect_units; /* the engine's units of the type in test, or NULL */
+static int64_t next_unit, chunk_calls, chunk_errors;
 gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
                                void *packed, int64_t offset, int64_t len, gdte_stream_t stream)
 {
     (void)stream;
+    if (o && o->unit_hi > o->unit_lo) {
+        chunk_calls++;
+        if (o->unit_lo != next_unit) chunk_errors++;
+        if (expect_units && memcmp(L->units + o->unit_lo, expect_units + o->unit_lo,
+                                   (size_t)(o->unit_hi - o->unit_lo) * sizeof *L->units))
+            chunk_errors++;
+        next_unit = o->unit_hi;
+    }
     if (o && o->unit_hi > o->unit_lo && o->unit_hi < L->nunits) return GDTE_OK;
+    next_unit = 0;
     gdte_host_exec(L, dir, user, packed, offset, len);
     execs++;
     return GDTE_OK;
@@ -228,11 +241,60 @@ static void test_first_use(void)
     gdte_type_free(&t);
 }
 
+static void test_first_use_runs(void)
+{
+    /* Long irregular blocks: the engine keeps runs, and >= 64 KiB of them cross in chunks, each
+     * cut into units before its part of the pack. 3000 blocks of 800 doubles. */
+    const int64_t nb = 3000;
+    int64_t *bl = malloc((size_t)nb * sizeof *bl), *dp = malloc((size_t)nb * sizeof *dp);
+    if (!bl || !dp) exit(2);
+    for (int64_t i = 0, at = 0; i < nb; i++) {
+        bl[i] = 800;
+        dp[i] = at;
+        at += 800 + 1 + (i % 3);
+    }
+    gdte_type_h t;
+    OK(gdte_type_create_indexed(nb, bl, dp, gdte_type_predefined(GDTE_BASIC_DOUBLE), &t));
+    OK(gdte_type_commit(t));
+    free(bl);
+    free(dp);
+    const gdte_run_t *hr;
+    int64_t nr = 0, us = 0, nu = 0;
+    CHECK(gdte_engine_runs(t, &hr, &nr, &us) == GDTE_OK && nr * (int64_t)sizeof *hr >= 64 * 1024,
+          "the test type must keep at least 64 KiB of runs (%lld runs)", (long long)nr);
+    OK(gdte_engine_units(t, &expect_units, &nu));
+    gdte_layout_t L, H;
+    OK(gdte_engine_layout(t, 1, &L));
+    OK(gdte_engine_layout(t, 1, &H));
+    gdte_type_info_t in;
+    OK(gdte_type_get_info(t, &in));
+    size_t ub = (size_t)(in.true_lb + in.true_extent);
+    char *user = malloc(ub), *got = malloc((size_t)L.total), *want = malloc((size_t)L.total);
+    if (!user || !got || !want) exit(2);
+    for (size_t i = 0; i < ub; i++) user[i] = (char)(i * 131 + 7);
+    gdte_host_exec(&H, GDTE_DIR_PACK, user, want, 0, H.total);
+    int64_t u0 = stats().uploads, e0 = execs, c0 = chunk_calls;
+    memset(got, 0, (size_t)L.total);
+    OK(gdte_devplan_exec(t, &L, GDTE_DIR_PACK, user, got, 0, L.total, NULL, 0));
+    CHECK(stats().uploads == u0 + 1 && execs == e0 + 1, "first use from runs: one upload, one pack");
+    CHECK(chunk_calls - c0 >= 2, "first use from %lld runs: %lld chunk(s), expected several", (long long)nr,
+          (long long)(chunk_calls - c0));
+    CHECK(!chunk_errors, "first use from runs: %lld chunk(s) out of order or run before their units were cut",
+          (long long)chunk_errors);
+    CHECK(!memcmp(got, want, (size_t)L.total), "first use (runs in chunks) packed wrong bytes");
+    expect_units = NULL;
+    free(user);
+    free(got);
+    free(want);
+    gdte_type_free(&t);
+}
+
 int main(void)
 {
     test_lru();
     test_coalesce();
     test_first_use();
+    test_first_use_runs();
     gdte_devplan_finalize();
     if (failures) {
         printf("devplan: %d failures\n", failures);
