@@ -25,7 +25,9 @@
  * (gbps: packed bytes / median time, 1e9; ratio: memcpy time / method time).
  *
  * Layouts: the issue's (V, V64, T, face_x/y/z, transpose, struct3), struct3p (a struct with a
- * hole) and contig512 (a calibration: V's bytes contiguous; its gdte_flat row is the FLAT
+ * hole: PERIODIC, with DEV_THREAD, DEV_WARP and PERIODIC forced beside it), particle ({double
+ * x, y, z; int id} padded to 32 bytes), callcost (the host time of one call, see callcost())
+ * and contig512 (a calibration: V's bytes contiguous; its gdte_flat row is the FLAT
  * kernel as a plain copy, the ceiling for V).
  *
  * Usage: pack_bench OUT.csv [layout,layout,...]   (commit from GDTETEST_COMMIT)
@@ -36,6 +38,7 @@
 #include "engine/engine.h"
 #include "gdte.h"
 #include "gpu/gpu.h"
+#include "kernels/callprof.h"
 #include "kernels/devplan.h"
 #include "kernels/kernels.h"
 #include "util/util.h"
@@ -309,6 +312,15 @@ static gdte_type_h make_type(const char *name, size_t *user_bytes)
         CK(gdte_type_create_resized(a, 0, ext, &b));
         CK(gdte_type_create_contiguous(1000000, b, &t));
         *user_bytes = (size_t)1000000 * (size_t)ext;
+    } else if (!strcmp(name, "particle")) {
+        /* The issue's particle array, {double x, y, z; int id} padded to 32 bytes: 28-byte
+         * blocks at a 32-byte stride (STRIDED, 4-byte words). */
+        int64_t bl[2] = {3, 1}, ds[2] = {0, 24};
+        gdte_type_h ty[2] = {dbl, gdte_type_predefined(GDTE_BASIC_INT32)};
+        CK(gdte_type_create_struct(2, bl, ds, ty, &a));
+        CK(gdte_type_create_resized(a, 0, 32, &b));
+        CK(gdte_type_create_contiguous(1000000, b, &t));
+        *user_bytes = (size_t)1000000 * 32;
     } else if (!strcmp(name, "contig512")) {
         /* A calibration, not a layout of the issue: V's 512 MiB, contiguous. Its gdte_flat row
          * is the FLAT kernel as a plain copy at V's size: what V (FLAT too) can reach. */
@@ -355,6 +367,83 @@ static void first_use_T(bcase_t *c, double memcpy_us)
            f, cm, f / cm, cmt);
 }
 
+/* callcost: the host time of one gdte_pack of a cached 64 KiB face (64 blocks of 1 KiB, 128 KiB
+ * apart: STRIDED, FLAT), launch included: the async form on a stream (the stream drained every
+ * CC_BATCH calls, outside the clock) and the blocking form; the host time of a 64 KiB
+ * cudaMemcpyAsync beside them (ratio column: its time over the row's). Then the same calls with
+ * the per-stage profile on (callprof.h): mean microseconds per call of each stage, rows
+ * "async_<stage>" and "blocking_<stage>". Target: host_async <= 2 us. */
+#define CC_CALLS 4000
+#define CC_BATCH 50
+static void callcost(void)
+{
+    static const char *stage[GDTE_CP_COUNT_] = {"layout", "memkind", "plan", "choose", "launch", "sync", "total"};
+    gdte_type_h t;
+    CK(gdte_type_create_vector(64, 128, 128 * 128, gdte_type_predefined(GDTE_BASIC_DOUBLE), &t));
+    CK(gdte_type_commit(t));
+    const size_t ub = (size_t)63 * 128 * 128 * 8 + 128 * 8, n = 64 * 1024;
+    char *user, *packed;
+    CK(gdte_gpu_malloc((void **)&user, ub));
+    CK(gdte_gpu_malloc((void **)&packed, n));
+    fill_device(user, ub);
+    gdte_pack_params_t pa = {GDTE_PACK_FIELD_STREAM | GDTE_PACK_FIELD_FLAGS, 0, 0, S, GDTE_PACK_FLAG_ASYNC};
+    gdte_pack_params_t pb = {GDTE_PACK_FIELD_STREAM, 0, 0, S, 0};
+    static double ta[CC_CALLS], tb[CC_CALLS], tm[CC_CALLS];
+    int64_t done;
+    gdte_callprof_t prof;
+    gdte_callprof_enable(0);
+    for (int i = 0; i < 200; i++) CK(gdte_pack(user, 1, t, packed, (int64_t)n, &pa, &done)); /* warm: caches */
+    CK(gdte_gpu_stream_synchronize(S));
+    printf("callcost: face64k, 64 blocks of 1 KiB at 128 KiB (cached), host time per call\n");
+    for (int pass = 0; pass < 2; pass++) {
+        gdte_callprof_enable(pass);
+        for (int form = 0; form < 2; form++) {
+            double *tt = form ? tb : ta;
+            gdte_callprof_take(&prof);
+            for (int i = 0; i < CC_CALLS; i++) {
+                double t0 = gdte_time_now();
+                CK(gdte_pack(user, 1, t, packed, (int64_t)n, form ? &pb : &pa, &done));
+                tt[i] = (gdte_time_now() - t0) * 1e6;
+                if (i % CC_BATCH == CC_BATCH - 1) CK(gdte_gpu_stream_synchronize(S));
+            }
+            CK(gdte_gpu_stream_synchronize(S));
+            gdte_callprof_take(&prof);
+            if (pass && prof.calls > 0) {
+                for (int k = 0; k < GDTE_CP_COUNT_; k++) {
+                    char m[64];
+                    snprintf(m, sizeof m, "%s_%s", form ? "blocking" : "async", stage[k]);
+                    double us = prof.sec[k] / (double)prof.calls * 1e6;
+                    fprintf(csv, "%s,%s,face64k,%s,pack,%lld,%.3f,0,0\n", device, commit, m, (long long)n, us);
+                    printf("  %-22s %8.3f us per call (mean over %lld calls, profile on)\n", m, us,
+                           (long long)prof.calls);
+                }
+            }
+        }
+        if (pass) break;
+        for (int i = 0; i < CC_CALLS; i++) {
+            double t0 = gdte_time_now();
+            CK(gdte_gpu_memcpy_async(packed, user, n, S));
+            tm[i] = (gdte_time_now() - t0) * 1e6;
+            if (i % CC_BATCH == CC_BATCH - 1) CK(gdte_gpu_stream_synchronize(S));
+        }
+        CK(gdte_gpu_stream_synchronize(S));
+        qsort(ta, CC_CALLS, sizeof *ta, cmp_double);
+        qsort(tb, CC_CALLS, sizeof *tb, cmp_double);
+        qsort(tm, CC_CALLS, sizeof *tm, cmp_double);
+        const double ma = ta[CC_CALLS / 2], mb = tb[CC_CALLS / 2], mm = tm[CC_CALLS / 2];
+        row("face64k", "memcpy_async_host", GDTE_DIR_PACK, (int64_t)n, mm, mm);
+        row("face64k", "host_async", GDTE_DIR_PACK, (int64_t)n, ma, mm);
+        row("face64k", "host_blocking", GDTE_DIR_PACK, (int64_t)n, mb, mm);
+        printf("  host time of an async pack: median %.2f us, p90 %.2f us [target <= 2 us]; blocking %.2f us; "
+               "cudaMemcpyAsync of 64 KiB %.2f us\n",
+               ma, ta[CC_CALLS * 9 / 10], mb, mm);
+    }
+    gdte_callprof_enable(0);
+    CK(gdte_gpu_free(user));
+    CK(gdte_gpu_free(packed));
+    gdte_type_free(&t);
+}
+
 static double dram_bytes_per_us; /* from the largest memcpy: bytes read + written per us */
 
 static void run_case(const char *name)
@@ -372,7 +461,7 @@ static void run_case(const char *name)
     char desc[256];
     gdte_type_describe(c.type, desc, sizeof desc);
     gdte_kvar_t v = gdte_gpu_exec_variant(&c.L, GDTE_DIR_PACK);
-    static const char *vn[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy"};
+    static const char *vn[] = {"none", "contig", "strided", "tiled", "dev_warp", "dev_thread", "flat", "copy", "periodic"};
     printf("%s: %s; kernel %s; %lld packed bytes\n", name, desc, vn[v], (long long)c.n);
     if (!verify(&c)) {
         printf("  VERIFY FAILED: gdte's result differs from the host executor's\n");
@@ -385,10 +474,21 @@ static void run_case(const char *name)
     static const struct {
         gdte_kvar_t v;
         const char *method;
-    } forced[] = {{GDTE_KVAR_STRIDED, "gdte_strided"}, {GDTE_KVAR_FLAT, "gdte_flat"}, {GDTE_KVAR_TILED, "gdte_tiled"}};
+        int units; /* for UNITS layouts (else regular ones) */
+    } forced[] = {{GDTE_KVAR_STRIDED, "gdte_strided", 0},      {GDTE_KVAR_FLAT, "gdte_flat", 0},
+                  {GDTE_KVAR_TILED, "gdte_tiled", 0},          {GDTE_KVAR_DEV_THREAD, "gdte_dev_thread", 1},
+                  {GDTE_KVAR_DEV_WARP, "gdte_dev_warp", 1},    {GDTE_KVAR_PERIODIC, "gdte_periodic", 1}};
     const int nforced = (int)(sizeof forced / sizeof *forced);
     int forced_on[sizeof forced / sizeof *forced] = {0};
-    for (int f = 0; f < nforced && (v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_FLAT || v == GDTE_KVAR_TILED || v == GDTE_KVAR_CONTIG); f++) {
+    /* Irregular layouts: the DEV kernels and PERIODIC side by side, where the default is one of
+     * them and PERIODIC can run the layout (the struct arrays; T stays on DEV_WARP alone). */
+    const int is_units = c.L.kind == GDTE_LAYOUT_KIND_UNITS;
+    gdte_gpu_exec_force_variant(GDTE_KVAR_PERIODIC);
+    const int units_rows = is_units && gdte_gpu_exec_variant(&c.L, GDTE_DIR_PACK) == GDTE_KVAR_PERIODIC;
+    gdte_gpu_exec_force_variant(GDTE_KVAR_NONE);
+    const int regular = v == GDTE_KVAR_STRIDED || v == GDTE_KVAR_FLAT || v == GDTE_KVAR_TILED || v == GDTE_KVAR_CONTIG;
+    for (int f = 0; f < nforced; f++) {
+        if (!(forced[f].units ? units_rows : regular)) continue;
         gdte_gpu_exec_force_variant(forced[f].v);
         if (gdte_gpu_exec_variant(&c.L, GDTE_DIR_PACK) == forced[f].v) {
             int ok = verify(&c);
@@ -492,9 +592,13 @@ int main(int argc, char **argv)
         x ^= x << 17;
         pattern[i] = (unsigned char)(x >> 24);
     }
-    const char *list = argc > 2 ? argv[2] : "V,V64,T,face_x,face_y,face_z,transpose,struct3,struct3p,contig512";
+    const char *list = argc > 2 ? argv[2] : "V,V64,T,face_x,face_y,face_z,transpose,struct3,struct3p,particle,contig512,callcost";
     char *dup = strdup(list);
-    for (char *tok = strtok(dup, ","); tok; tok = strtok(NULL, ",")) run_case(tok);
+    for (char *tok = strtok(dup, ","); tok; tok = strtok(NULL, ","))
+        if (!strcmp(tok, "callcost"))
+            callcost();
+        else
+            run_case(tok);
     free(dup);
     gdte_devplan_stats_t ds;
     gdte_devplan_get_stats(&ds);

@@ -21,13 +21,18 @@
  *
  * Usage: [mpirun -np 2] pingpong [--fork] [--mem host|device] [--gpus 1|2] [--protocol P]
  *        [--layouts V,T,VC,transpose] [--sizes N,N,...] [--iters K] [--warmup W]
- *        [--sweep full|default] [--csv FILE] [--device NAME]
+ *        [--sweep full|default] [--csv FILE] [--device NAME] [--kernel-times]
+ * --kernel-times (device, --protocol rdma): after each layout, the pull's kernels timed alone in
+ * one process with device events (rows with layout "kernel", see kernel_times()).
  */
 #include <getopt.h>
 #include "twoproc.h"
 #include <stdint.h>
 #include "gdte.h"
+#include "engine/engine.h"
 #include "gpu/gpu.h"
+#include "kernels/devplan.h"
+#include "kernels/kernels.h"
 #include "protocols/proto.h"
 #include "util/util.h"
 
@@ -38,7 +43,7 @@
 #define PINGPONG_SRC "."
 #endif
 
-static int rank, opt_device, opt_gpus = 1, opt_iters = 20, opt_warmup = 3, opt_full = 1;
+static int rank, opt_device, opt_gpus = 1, opt_iters = 20, opt_warmup = 3, opt_full = 1, opt_kernel_times;
 static gdte_protocol_t opt_protocol = GDTE_PROTOCOL_AUTO;
 static gdte_comm_h comm;
 static FILE *csv;
@@ -387,6 +392,109 @@ static void frag_work(void *a, const shape_t *sa, const shape_t *sb, int64_t f, 
     buf_del(dst);
 }
 
+static void row(const char *layout, const char *proto, int64_t bytes, int64_t frag, int depth, double t, double tc);
+
+/* Median of `n` device-event-timed runs of `op` on a stream (seconds); `op` queues its work. */
+typedef struct {
+    const gdte_layout_t *La, *Lb;
+    void *a, *b, *stg;
+    int64_t off, len;
+    int what; /* 0 d2d copy, 1 layout-to-layout copy, 2 units copy, 3 pack a fragment, 4 unpack one */
+} kop_t;
+
+static gdte_status_t kop_run(const kop_t *k, gdte_stream_t s)
+{
+    const int mb = (int)gdte_knob(GDTE_KNOB_MAX_BLOCKS);
+    switch (k->what) {
+    case 0: return gdte_gpu_memcpy_async(k->b, k->a, (size_t)k->len, s);
+    case 1: return gdte_gpu_exec_copy(k->La, k->a, k->Lb, k->b, 0, k->len, s, mb);
+    case 2: return gdte_gpu_exec_copy_units(k->La, k->a, k->b, 0, k->len, s, mb);
+    case 3: return gdte_gpu_exec(k->La, GDTE_DIR_PACK, k->a, k->stg, k->off, k->len, s, mb);
+    default: return gdte_gpu_exec(k->Lb, GDTE_DIR_UNPACK, k->b, k->stg, k->off, k->len, s, mb);
+    }
+}
+
+static double kop_time(const kop_t *k, gdte_stream_t s)
+{
+    gdte_gpu_event_t e0, e1;
+    OK(gdte_gpu_event_create(&e0, 1));
+    OK(gdte_gpu_event_create(&e1, 1));
+    int n = opt_warmup + opt_iters;
+    double *t = malloc((size_t)n * sizeof *t);
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+        OK(gdte_gpu_event_record(e0, s));
+        OK(kop_run(k, s));
+        OK(gdte_gpu_event_record(e1, s));
+        OK(gdte_gpu_event_synchronize(e1));
+        OK(gdte_gpu_event_elapsed_ms(e0, e1, &ms));
+        t[i] = ms * 1e-3;
+    }
+    double *m = t + opt_warmup;
+    for (int i = 1; i < opt_iters; i++)
+        for (int j = i; j > 0 && m[j - 1] > m[j]; j--) {
+            double x = m[j];
+            m[j] = m[j - 1];
+            m[j - 1] = x;
+        }
+    double med = m[opt_iters / 2];
+    free(t);
+    gdte_gpu_event_destroy(e0);
+    gdte_gpu_event_destroy(e1);
+    return med;
+}
+
+/* --kernel-times (rank 0, device): the GPU work of a pull timed alone, in this process, with device
+ * events, so that a slower ping-pong can be split between the kernels and the rest (handshake,
+ * IPC mapping, the two processes' turns on one GPU). Rows, ratio_to_contig = k_d2d time / row's:
+ *   k_d2d        a device-to-device copy of the message's bytes (the kernels' yardstick)
+ *   k_copy       the layout-to-layout copy a pull between two regular layouts runs (one kernel)
+ *   k_copy_units the unit copy a pull between identical irregular types runs (one kernel)
+ *   k_pack       the pack of one fragment of `f` bytes (the first) out of the sender's layout
+ *   k_unpack     the unpack of that fragment into the receiver's layout
+ *   k_pack_last  the pack of the last fragment (a shorter one, or the end of the buffer)
+ * frag_size: f (the pull's default fragment, as for model_bound; the message for the copies). */
+static void kernel_times(void *a, const shape_t *sa, void *b, const shape_t *sb, int64_t bytes, int64_t f)
+{
+    if (rank != 0 || !opt_device) return;
+    gdte_layout_t La, Lb;
+    OK(gdte_engine_layout(sa->type, sa->count, &La));
+    OK(gdte_engine_layout(sb->type, sb->count, &Lb));
+    gdte_stream_t s;
+    OK(gdte_gpu_stream_create(&s));
+    void *src = buf_new(bytes, 21), *dst = buf_new(bytes, 22), *stg = buf_new(f, 23);
+    kop_t k = {&La, &Lb, src, dst, stg, 0, bytes, 0};
+    const double td = kop_time(&k, s);
+    row("kernel", "k_d2d", bytes, bytes, 0, td, td);
+    int regular_a = La.kind == GDTE_LAYOUT_KIND_STRIDED || La.kind == GDTE_LAYOUT_KIND_CONTIG;
+    int regular_b = Lb.kind == GDTE_LAYOUT_KIND_STRIDED || Lb.kind == GDTE_LAYOUT_KIND_CONTIG;
+    const gdte_unit_t *ua = NULL, *ub = NULL;
+    if (La.kind == GDTE_LAYOUT_KIND_UNITS) OK(gdte_devplan_units(sa->type, &ua));
+    if (Lb.kind == GDTE_LAYOUT_KIND_UNITS) OK(gdte_devplan_units(sb->type, &ub));
+    La.units = ua;
+    Lb.units = ub;
+    k = (kop_t){&La, &Lb, a, b, stg, 0, bytes, 1};
+    if (regular_a && regular_b) row("kernel", "k_copy", bytes, bytes, 0, kop_time(&k, s), td);
+    k.what = 2;
+    if (La.kind == GDTE_LAYOUT_KIND_UNITS && Lb.kind == GDTE_LAYOUT_KIND_UNITS && La.nunits == Lb.nunits &&
+        La.rep_bytes == Lb.rep_bytes)
+        row("kernel", "k_copy_units", bytes, bytes, 0, kop_time(&k, s), td);
+    if (La.kind != GDTE_LAYOUT_KIND_EMPTY && f > 0) {
+        k = (kop_t){&La, &Lb, a, b, stg, 0, f < bytes ? f : bytes, 3};
+        row("kernel", "k_pack", bytes, f, 0, kop_time(&k, s), td);
+        k.what = 4;
+        row("kernel", "k_unpack", bytes, f, 0, kop_time(&k, s), td);
+        int64_t last = (bytes - 1) / f * f;
+        k = (kop_t){&La, &Lb, a, b, stg, last, bytes - last, 3};
+        row("kernel", "k_pack_last", bytes, bytes - last, 0, kop_time(&k, s), td);
+    }
+    OK(gdte_gpu_stream_synchronize(s));
+    gdte_gpu_stream_destroy(s);
+    buf_del(src);
+    buf_del(dst);
+    buf_del(stg);
+}
+
 static void row(const char *layout, const char *proto, int64_t bytes, int64_t frag, int depth, double t, double tc)
 {
     if (rank != 0) return;
@@ -480,6 +588,7 @@ static void run_layout(const char *name, int64_t n)
         frag_work(a, &sa, &sb, f, &tpk, &tun);
         row(name, "model_bound", bytes, f, (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH), tr + tpk + tun, t_default);
         row(name, "model_bound_ipc", bytes, f, (int)gdte_knob(GDTE_KNOB_PIPELINE_DEPTH), ti + tpk + tun, t_default);
+        if (opt_kernel_times) kernel_times(a, &sa, b, &sb, bytes, f);
     }
     buf_del(a);
     buf_del(b);
@@ -503,6 +612,7 @@ int main(int argc, char **argv)
         {"sizes", required_argument, NULL, 's'},   {"iters", required_argument, NULL, 'i'},
         {"warmup", required_argument, NULL, 'w'},  {"sweep", required_argument, NULL, 'S'},
         {"csv", required_argument, NULL, 'c'},     {"device", required_argument, NULL, 'd'},
+        {"kernel-times", no_argument, NULL, 'k'},
         {NULL, 0, NULL, 0},
     };
     opterr = rank == 0; /* one rank reports a bad option */
@@ -522,6 +632,7 @@ int main(int argc, char **argv)
         case 'S': opt_full = strcmp(optarg, "default") != 0; break;
         case 'c': csv_path = optarg; break;
         case 'd': dev_override = optarg; break;
+        case 'k': opt_kernel_times = 1; break;
         default: return tp_finalize(2);
         }
     }
