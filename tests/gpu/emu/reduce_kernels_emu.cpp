@@ -1,0 +1,2 @@
+/* src/kernels/reduce_kernels.cu built for the CPU emulator (cuda_runtime_api.h in this folder). */
+#include "kernels/reduce_kernels.cu"

@@ -1,0 +1,230 @@
+! A halo exchange from Fortran through gdte: Open MPI's Fortran bindings call PMPI_* directly,
+! so only libgdte_mpi.so's Fortran entry points (src/mpi/fortran.c) bring these calls to gdte.
+! Built twice: with `use mpi` (mpi_send_ and friends) and, with GDTE_F08 defined, with
+! `use mpi_f08` (Open MPI's ompi_*_f).
+!
+! Each rank holds u(0:nx+1, 0:ny+1), its ranks a periodic ring along the second dimension. The
+! exchange runs once on "device" arrays (host memory registered as fake device memory by the C
+! helper ft_dev_alloc, fortran_helper.c) and once on ordinary arrays, and every element must be
+! the same: nonblocking columns (contiguous) and rows (a vector type: strided) completed by
+! MPI_Waitall with statuses, MPI_Sendrecv with MPI_STATUS_IGNORE, persistent requests with
+! MPI_Startall and MPI_STATUSES_IGNORE, MPI_Sendrecv_replace, MPI_Test, MPI_Waitany,
+! MPI_Pack/MPI_Unpack, and reductions (MPI_Allreduce with MPI_IN_PLACE, MPI_Reduce,
+! MPI_Iallreduce, MPI_Reduce_local). In fake mode the device pass must go through gdte (its
+! counters move) and the host pass must not.
+program fortran_halo_test
+#ifdef GDTE_F08
+  use mpi_f08
+#else
+  use mpi
+#endif
+  use iso_c_binding
+  implicit none
+  interface
+    function ft_dev_alloc(bytes) bind(C, name='ft_dev_alloc') result(p)
+      import :: c_ptr, c_int64_t
+      integer(c_int64_t), value :: bytes
+      type(c_ptr) :: p
+    end function
+    subroutine ft_dev_free(p) bind(C, name='ft_dev_free')
+      import :: c_ptr
+      type(c_ptr), value :: p
+    end subroutine
+    function ft_gdte_traffic() bind(C, name='ft_gdte_traffic') result(n)
+      import :: c_int64_t
+      integer(c_int64_t) :: n
+    end function
+    function ft_expect_gdte() bind(C, name='ft_expect_gdte') result(n)
+      import :: c_int
+      integer(c_int) :: n
+    end function
+  end interface
+
+  integer, parameter :: nx = 13, ny = 7
+  integer :: rank, np, ierr, fails, checks, total(2), mine(2)
+  integer(c_int64_t) :: t0, t1
+  type(c_ptr) :: pu, pv, ps
+  real(8), pointer :: ud(:,:), vd(:,:), sd(:)
+  real(8), allocatable :: uh(:,:), vh(:,:), sh(:)
+#ifdef GDTE_F08
+  type(MPI_Comm) :: comm
+#else
+  integer :: comm
+#endif
+
+  call MPI_Init(ierr)
+  comm = MPI_COMM_WORLD
+  call MPI_Comm_rank(comm, rank, ierr)
+  call MPI_Comm_size(comm, np, ierr)
+  fails = 0
+  checks = 0
+
+  pu = ft_dev_alloc(int(8 * (nx + 2) * (ny + 2), c_int64_t))
+  pv = ft_dev_alloc(int(8 * (nx + 2) * (ny + 2), c_int64_t))
+  ps = ft_dev_alloc(int(8 * 8, c_int64_t))
+  call c_f_pointer(pu, ud, [nx + 2, ny + 2])
+  call c_f_pointer(pv, vd, [nx + 2, ny + 2])
+  call c_f_pointer(ps, sd, [8])
+  allocate(uh(nx + 2, ny + 2), vh(nx + 2, ny + 2), sh(8))
+
+  t0 = ft_gdte_traffic()
+  call exchange(ud, vd, sd)
+  t1 = ft_gdte_traffic()
+  if (ft_expect_gdte() == 1) call check(t1 > t0, 'the device pass did not go through gdte')
+  t0 = ft_gdte_traffic()
+  call exchange(uh, vh, sh)
+  t1 = ft_gdte_traffic()
+  call check(t1 == t0, 'the host pass went through gdte')
+
+  call check(all(ud == uh), 'u differs between device and host arrays')
+  call check(all(vd == vh), 'v differs between device and host arrays')
+  call check(all(sd == sh), 'reductions differ between device and host arrays')
+
+  call ft_dev_free(pu)
+  call ft_dev_free(pv)
+  call ft_dev_free(ps)
+  deallocate(uh, vh, sh)
+  mine = [checks, fails]
+  call MPI_Allreduce(mine, total, 2, MPI_INTEGER, MPI_SUM, comm, ierr)
+  if (rank == 0) then
+#ifdef GDTE_F08
+    write (*, '(a, i0, a, i0, a, i0, a)') 'fortran_halo_test (mpi_f08, np ', np, '): ', total(1), ' checks, ', &
+      total(2), ' failed'
+#else
+    write (*, '(a, i0, a, i0, a, i0, a)') 'fortran_halo_test (use mpi, np ', np, '): ', total(1), ' checks, ', &
+      total(2), ' failed'
+#endif
+  end if
+  call MPI_Finalize(ierr)
+  if (total(2) > 0) stop 1
+
+contains
+
+  subroutine check(ok, what)
+    logical, intent(in) :: ok
+    character(*), intent(in) :: what
+    checks = checks + 1
+    if (.not. ok) then
+      fails = fails + 1
+      write (*, '(a, i0, 2a)') '[rank ', rank, '] FAIL: ', what
+    end if
+  end subroutine
+
+  subroutine ok_ierr(e, what)
+    integer, intent(in) :: e
+    character(*), intent(in) :: what
+    call check(e == MPI_SUCCESS, what)
+  end subroutine
+
+  subroutine exchange(u, v, s)
+    real(8), intent(inout) :: u(0:nx + 1, 0:ny + 1), v(0:nx + 1, 0:ny + 1), s(8)
+    integer :: up, down, i, j, round, idx, pos
+    logical :: flag
+    character(len=1) :: packed(8 * (ny + nx + 4))
+#ifdef GDTE_F08
+    type(MPI_Datatype) :: rowt
+    type(MPI_Request) :: reqs(4), preqs(4), r1
+    type(MPI_Status) :: sts(4), st
+#else
+    integer :: rowt, reqs(4), preqs(4), r1, sts(MPI_STATUS_SIZE, 4), st(MPI_STATUS_SIZE)
+#endif
+    integer :: cnt
+
+    up = mod(rank + 1, np)
+    down = mod(rank + np - 1, np)
+    do j = 0, ny + 1
+      do i = 0, nx + 1
+        u(i, j) = -1d0
+        v(i, j) = -2d0
+      end do
+    end do
+    do j = 1, ny
+      do i = 1, nx
+        u(i, j) = rank * 1000d0 + i + 0.5d0 * j
+      end do
+    end do
+    s = -3d0
+
+    ! Rows of the interior: ny doubles at a stride of a column.
+    call MPI_Type_vector(ny, 1, nx + 2, MPI_DOUBLE_PRECISION, rowt, ierr)
+    call MPI_Type_commit(rowt, ierr)
+
+    ! 1. Nonblocking: columns to the ring neighbours, rows 1 and nx of u into rows 0 and nx+1.
+    call MPI_Irecv(u(1, 0), nx, MPI_DOUBLE_PRECISION, down, 1, comm, reqs(1), ierr)
+    call MPI_Irecv(u(1, ny + 1), nx, MPI_DOUBLE_PRECISION, up, 2, comm, reqs(2), ierr)
+    call MPI_Isend(u(1, ny), nx, MPI_DOUBLE_PRECISION, up, 1, comm, reqs(3), ierr)
+    call MPI_Isend(u(1, 1), nx, MPI_DOUBLE_PRECISION, down, 2, comm, reqs(4), ierr)
+    call MPI_Waitall(4, reqs, sts, ierr)
+    call ok_ierr(ierr, 'MPI_Waitall (columns)')
+#ifdef GDTE_F08
+    call check(sts(1)%MPI_SOURCE == down .and. sts(2)%MPI_TAG == 2, 'MPI_Waitall statuses')
+    call MPI_Get_count(sts(1), MPI_DOUBLE_PRECISION, cnt, ierr)
+#else
+    call check(sts(MPI_SOURCE, 1) == down .and. sts(MPI_TAG, 2) == 2, 'MPI_Waitall statuses')
+    call MPI_Get_count(sts(:, 1), MPI_DOUBLE_PRECISION, cnt, ierr)
+#endif
+    call check(cnt == nx, 'MPI_Get_count of a column')
+    call MPI_Irecv(u(0, 1), 1, rowt, down, 3, comm, reqs(1), ierr)
+    call MPI_Isend(u(nx, 1), 1, rowt, up, 3, comm, reqs(2), ierr)
+    call MPI_Waitany(2, reqs, idx, st, ierr)
+    call check(idx == 1 .or. idx == 2, 'MPI_Waitany index')
+    call MPI_Waitany(2, reqs, idx, MPI_STATUS_IGNORE, ierr)
+    call ok_ierr(ierr, 'MPI_Waitany (rows)')
+
+    ! 2. Sendrecv: the other row direction, statuses ignored.
+    call MPI_Sendrecv(u(1, 1), 1, rowt, down, 4, u(nx + 1, 1), 1, rowt, up, 4, comm, MPI_STATUS_IGNORE, ierr)
+    call ok_ierr(ierr, 'MPI_Sendrecv')
+
+    ! 3. Persistent: v's columns from u's, two rounds.
+    call MPI_Recv_init(v(1, 0), nx, MPI_DOUBLE_PRECISION, down, 5, comm, preqs(1), ierr)
+    call MPI_Recv_init(v(1, ny + 1), nx, MPI_DOUBLE_PRECISION, up, 6, comm, preqs(2), ierr)
+    call MPI_Send_init(u(1, ny), nx, MPI_DOUBLE_PRECISION, up, 5, comm, preqs(3), ierr)
+    call MPI_Send_init(u(1, 1), nx, MPI_DOUBLE_PRECISION, down, 6, comm, preqs(4), ierr)
+    do round = 1, 2
+      call MPI_Startall(4, preqs, ierr)
+      call MPI_Waitall(4, preqs, MPI_STATUSES_IGNORE, ierr)
+      call ok_ierr(ierr, 'MPI_Waitall (persistent)')
+    end do
+    do i = 1, 4
+      call MPI_Request_free(preqs(i), ierr)
+    end do
+
+    ! 4. Sendrecv_replace of v's first interior column, then MPI_Test on a receive.
+    v(1:nx, 1) = u(1:nx, 1) + 0.25d0
+    call MPI_Sendrecv_replace(v(1, 1), nx, MPI_DOUBLE_PRECISION, up, 7, down, 7, comm, st, ierr)
+    call ok_ierr(ierr, 'MPI_Sendrecv_replace')
+    call MPI_Irecv(v(1, 2), nx, MPI_DOUBLE_PRECISION, down, 8, comm, r1, ierr)
+    call MPI_Send(u(1, 3), nx, MPI_DOUBLE_PRECISION, up, 8, comm, ierr)
+    flag = .false.
+    do while (.not. flag)
+      call MPI_Test(r1, flag, st, ierr)
+    end do
+
+    ! 5. Pack a row and a column into host bytes, unpack them into v's third column and row.
+    pos = 0
+    call MPI_Pack(u(2, 1), 1, rowt, packed, size(packed), pos, comm, ierr)
+    call MPI_Pack(u(1, 4), nx, MPI_DOUBLE_PRECISION, packed, size(packed), pos, comm, ierr)
+    call check(pos == 8 * (ny + nx), 'MPI_Pack position')
+    pos = 0
+    call MPI_Unpack(packed, size(packed), pos, v(3, 1), 1, rowt, comm, ierr)
+    call MPI_Unpack(packed, size(packed), pos, v(1, 5), nx, MPI_DOUBLE_PRECISION, comm, ierr)
+    call ok_ierr(ierr, 'MPI_Unpack')
+
+    ! 6. Reductions on the array itself.
+    s(1) = sum(u(1:nx, 1:ny))
+    s(2) = maxval(u(1:nx, 1:ny))
+    call MPI_Allreduce(MPI_IN_PLACE, s(1), 1, MPI_DOUBLE_PRECISION, MPI_SUM, comm, ierr)
+    call ok_ierr(ierr, 'MPI_Allreduce in place')
+    call MPI_Reduce(s(2), s(3), 1, MPI_DOUBLE_PRECISION, MPI_MAX, 0, comm, ierr)
+    if (rank /= 0) s(3) = 0d0
+    call MPI_Iallreduce(u(1, 1), s(4), 2, MPI_DOUBLE_PRECISION, MPI_MIN, comm, r1, ierr)
+    call MPI_Wait(r1, MPI_STATUS_IGNORE, ierr)
+    call ok_ierr(ierr, 'MPI_Iallreduce')
+    s(6:7) = u(1:2, 2)
+    call MPI_Reduce_local(u(1, 3), s(6), 2, MPI_DOUBLE_PRECISION, MPI_SUM, ierr)
+    call ok_ierr(ierr, 'MPI_Reduce_local')
+
+    call MPI_Type_free(rowt, ierr)
+  end subroutine
+
+end program
