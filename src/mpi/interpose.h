@@ -29,7 +29,7 @@
     X(Irsend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Send_init) X(Ssend_init) X(Bsend_init)       \
     X(Rsend_init) X(Recv_init) X(Start) X(Startall) X(Request_free) X(Request_get_status) X(Wait) X(Waitall) \
     X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Pack) X(Unpack) X(Type_free)          \
-    X(Mrecv) X(Imrecv) X(Mprobe) X(Improbe)
+    X(Mrecv) X(Imrecv) X(Mprobe) X(Improbe) X(Probe) X(Iprobe) X(Cancel)
 
 typedef struct gdte_ipo_next {
 #define GDTE_X_NEXT_FIELD(name) __typeof__(&PMPI_##name) name;
@@ -94,6 +94,7 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t deferred_type_frees;
     _Atomic int64_t orphans;          /* requests freed while active */
     _Atomic int64_t direct;           /* device messages handed to a GPU-aware MPI as they are */
+    _Atomic int64_t node_sends, node_recvs; /* device messages moved GPU to GPU within the node */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 
@@ -120,6 +121,14 @@ typedef struct gdte_ipo_req {
     int (*finish)(struct gdte_ipo_req *r, MPI_Status *st, int rc);
     void (*fini)(struct gdte_ipo_req *r);
     void *ctx;
+    /* Node path (interpose_node.c): bytes posted to the MPI (>= nbytes: a receive that may
+     * match a marker is posted for at least GDTE_IPO_MARK_BYTES), where they land (NULL: the
+     * user's buffer with the user's type), and a send completed by the receiver's FIN. */
+    int64_t node_post;
+    void *node_landing;
+    int node_send;
+    int node_pers;        /* persistent send of inline markers */
+    MPI_Status fixed_st;  /* a receive finished by MPI_Request_get_status: its status */
     UT_hash_handle hh;
     struct gdte_ipo_req *next_orphan;
 } gdte_ipo_req_t;
@@ -133,7 +142,19 @@ int64_t gdte_ipo_req_live(void);
 /* Receive side of a completion: unpack what arrived, make the status describe the user's
  * datatype. `st` is a real status (never IGNORE). Returns an MPI error code. */
 int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt, gdte_type_h type,
-                         gdte_ipo_kind_t kind, const gdte_stage_t *stage, int64_t nbytes, MPI_Status *st);
+                         gdte_ipo_kind_t kind, const gdte_stage_t *stage, int64_t nbytes, int64_t post,
+                         MPI_Status *st);
+/* A host receive that may have matched a marker (posted into `scratch` when shorter than one,
+ * else into the user's buffer): deliver what arrived. */
+int gdte_ipo_host_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt,
+                              const gdte_stage_t *scratch, int64_t nbytes, MPI_Status *st);
+/* State `n` received packed bytes in the status as elements of the user's datatype. */
+void gdte_ipo_status_bytes(MPI_Status *st, MPI_Datatype dt, gdte_type_h type, int64_t n);
+/* Call fn on every active receive record of `comm` (under the table's lock). */
+void gdte_ipo_req_scan(MPI_Comm comm, void (*fn)(gdte_ipo_req_t *r, void *arg), void *arg);
+int gdte_ipo_cancel(MPI_Request *req);
+/* A receive longer than the user's buffer found by gdte: MPI_ERR_TRUNCATE through comm's handler. */
+int gdte_ipo_truncated(MPI_Comm comm, MPI_Status *st);
 
 int gdte_ipo_wait(MPI_Request *req, MPI_Status *status);
 int gdte_ipo_test(MPI_Request *req, int *flag, MPI_Status *status);
@@ -189,5 +210,37 @@ int gdte_ipo_pack(const void *inbuf, int incount, MPI_Datatype dt, void *outbuf,
                   MPI_Comm comm);
 int gdte_ipo_unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype dt,
                     MPI_Comm comm);
+
+/* ---- node path: same-node device messages GPU to GPU (interpose_node.c) ---- */
+/* A marker's size: every message of exactly this many bytes between framing peers is one. An
+ * unusual size (31 doubles), so that application messages of it, which then travel as inline
+ * markers, are rare. */
+#define GDTE_IPO_MARK_BYTES 248
+extern int gdte_ipo_node_on_g;
+static inline int gdte_ipo_node_on(void) { return gdte_ipo_node_on_g; }
+int gdte_ipo_node_init(void);
+void gdte_ipo_node_finalize(void);
+void gdte_ipo_node_comm_new(MPI_Comm comm);
+/* 1 when a receive from `source` (MPI_ANY_SOURCE too) on `comm` may match a marker. */
+int gdte_ipo_node_may_mark(MPI_Comm comm, int source);
+int gdte_ipo_node_is_marker(MPI_Comm comm, const MPI_Status *st);
+/* Sends the node path takes (1, *rc_p set) or leaves (0). req NULL: blocking. */
+int gdte_ipo_node_send_host(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                            MPI_Comm comm, MPI_Request *req, int *rc_p);
+int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
+                              int dest, int tag, MPI_Comm comm, MPI_Request *req, int *rc_p);
+/* A persistent send of exactly GDTE_IPO_MARK_BYTES to a framing peer: each start sends an
+ * inline marker (the request's MPI request sends r->ctx's marker). */
+int gdte_ipo_node_persistent_init(gdte_ipo_req_t *r, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
+                                  int dest, int tag, MPI_Comm comm, void **marker_p);
+int gdte_ipo_node_persistent_start(gdte_ipo_req_t *r);
+int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt,
+                              gdte_ipo_kind_t kind, int64_t posted, const void *landing, MPI_Status *st);
+int gdte_ipo_node_marker_cookie(const void *landing, const void *user, int count, MPI_Datatype dt, uint64_t *cookie);
+/* A probe's status: a marker's size restated as its message's. */
+void gdte_ipo_node_probe_fix(MPI_Comm comm, MPI_Status *st);
+/* Finish the marker receives the MPI completed; poll requests until all/any complete. */
+void gdte_ipo_node_progress(void);
+void gdte_ipo_node_block(int n, MPI_Request reqs[], int any);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interpose.h"
+#include "interpose_coll.h"
 #include "import.h"
 #include "xfer.h"
 #include "engine/engine.h"
@@ -99,6 +100,8 @@ int gdte_ipo_init(void)
     gdte_log_set_rank(rank);
     fake_on = (int)gdte_knob(GDTE_KNOB_FAKE_DEVICE);
     decide_gpu_aware();
+    int nrc = gdte_ipo_node_init();
+    if (nrc != MPI_SUCCESS) return nrc;
     gdte_info("interposer on: GPU %s, fake device %s", gdte_gpu_available() ? "available" : "absent",
               fake_on ? "on" : "off");
     atomic_store_explicit(&gdte_ipo_on_g, 1, memory_order_release);
@@ -109,6 +112,7 @@ int gdte_ipo_finalize(void)
 {
     if (gdte_ipo_on()) {
         gdte_ipo_orphans_drain();
+        gdte_ipo_node_finalize();
         atomic_store_explicit(&gdte_ipo_on_g, 0, memory_order_release);
     }
     int rc = IPO_NEXT(Finalize)();
@@ -326,6 +330,8 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"deferred_type_frees", gdte_ipo_cnt_g.deferred_type_frees},
         {"orphans", gdte_ipo_cnt_g.orphans},
         {"direct", gdte_ipo_cnt_g.direct},
+        {"node_sends", gdte_ipo_cnt_g.node_sends},
+        {"node_recvs", gdte_ipo_cnt_g.node_recvs},
         {"requests_live", gdte_ipo_req_live()},
         {"types_live", gdte_engine_live_types()},
         {"fragments", gdte_xfer_fragments()},
@@ -340,7 +346,7 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].n, name)) return tab[i].v;
-    return -1;
+    return gdte_ipo_coll_counter(name); /* the collectives' (interpose_coll.c), or -1 */
 }
 
 /* A buffer whose touched bytes are partly host and partly device memory. A type too large to

@@ -65,11 +65,18 @@ static int next_send_init(gdte_ipo_mode_t m, const void *b, int n, MPI_Datatype 
 typedef struct msg {
     gdte_type_h type;
     int64_t nbytes;
+    int64_t post;  /* receives: bytes posted to the MPI (more than nbytes when a marker may come) */
     gdte_stage_t *stage;
 } msg_t;
 
 /* Receives are posted at the end of their staging, before its guard page (staging.h). */
-#define RECV_AT(m) gdte_stage_tail((m).stage, (size_t)(m).nbytes)
+#define RECV_AT(m) gdte_stage_tail((m).stage, (size_t)(m).post)
+
+/* Bytes a receive from `source` must be posted for: a marker's at least when one may match. */
+static int64_t min_post(MPI_Comm comm, int source)
+{
+    return gdte_ipo_node_on() && gdte_ipo_node_may_mark(comm, source) ? GDTE_IPO_MARK_BYTES : 0;
+}
 
 /* A message the MPI can take as it is: over an MPI that moves device memory, a type whose
  * `count` elements are one dense block. */
@@ -79,11 +86,13 @@ static int mpi_takes_as_is(gdte_type_h t)
     return gdte_ipo_gpu_aware() && gdte_type_get_info(t, &info) == GDTE_OK && info.is_contiguous;
 }
 
-static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, gdte_ipo_kind_t kind, msg_t *m)
+static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, gdte_ipo_kind_t kind,
+                            int64_t minpost, msg_t *m)
 {
     memset(m, 0, sizeof *m);
     gdte_status_t st = gdte_ipo_type(dt, count, &m->type, &m->nbytes);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
+    m->post = m->nbytes > minpost ? m->nbytes : minpost;
     if (m->nbytes == 0) return MPI_SUCCESS;
     /* Over an MPI that moves device memory, a small dense or single-stride message still goes
      * through pinned host staging when the copy engines can move it alone (xfer.c: no kernel,
@@ -99,12 +108,17 @@ static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count
     }
     /* Over an MPI that moves device memory the packed bytes stay on the device. */
     gdte_stage_kind_t sk = gdte_ipo_gpu_aware() && !host_ce ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
-    st = gdte_stage_acquire(sk, kind == GDTE_IPO_FAKE, (size_t)m->nbytes, &m->stage);
+    st = gdte_stage_acquire(sk, kind == GDTE_IPO_FAKE, (size_t)m->post, &m->stage);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     gdte_debug("%s: %d element(s), %lld packed bytes of device data, staged through %s memory as MPI_PACKED", fn, count,
                (long long)m->nbytes,
                sk == GDTE_STAGE_DEVICE ? "device" : m->stage->pinned ? "pinned host" : "pageable host");
     return MPI_SUCCESS;
+}
+
+static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, gdte_ipo_kind_t kind, msg_t *m)
+{
+    return msg_prepare_post(fn, comm, dt, count, kind, 0, m);
 }
 
 /* Prepare and pack a device send into staging. */
@@ -135,10 +149,16 @@ int gdte_ipo_send(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype
                   MPI_Comm comm)
 {
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    if (kind == GDTE_IPO_HOST) return next_send(mode, buf, count, dt, dest, tag, comm);
+    int rc;
+    if (kind == GDTE_IPO_HOST) {
+        if (gdte_ipo_node_on() && gdte_ipo_node_send_host(mode, buf, count, dt, dest, tag, comm, NULL, &rc)) return rc;
+        return next_send(mode, buf, count, dt, dest, tag, comm);
+    }
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, send_name(mode, 0), dt, count);
+    if (gdte_ipo_node_on() && gdte_ipo_node_send_device(mode, buf, count, dt, kind, dest, tag, comm, NULL, &rc))
+        return rc;
     msg_t m;
-    int rc = msg_pack(send_name(mode, 0), comm, buf, count, dt, kind, &m);
+    rc = msg_pack(send_name(mode, 0), comm, buf, count, dt, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
     if (m.nbytes == 0) return next_send(mode, buf, count, dt, dest, tag, comm);
     /* A buffered send copies into the attached buffer before returning, so the staging can go
@@ -152,13 +172,19 @@ int gdte_ipo_isend(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatyp
                    MPI_Comm comm, MPI_Request *req)
 {
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    if (kind == GDTE_IPO_HOST) return next_isend(mode, buf, count, dt, dest, tag, comm, req);
+    int rc;
+    if (kind == GDTE_IPO_HOST) {
+        if (gdte_ipo_node_on() && gdte_ipo_node_send_host(mode, buf, count, dt, dest, tag, comm, req, &rc)) return rc;
+        return next_isend(mode, buf, count, dt, dest, tag, comm, req);
+    }
     const char *fn = send_name(mode, 1);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, fn, dt, count);
+    if (gdte_ipo_node_on() && gdte_ipo_node_send_device(mode, buf, count, dt, kind, dest, tag, comm, req, &rc))
+        return rc;
     gdte_ipo_req_t *r = gdte_ipo_req_new();
     if (!r) return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
     msg_t m;
-    int rc = msg_pack(fn, comm, buf, count, dt, kind, &m);
+    rc = msg_pack(fn, comm, buf, count, dt, kind, &m);
     if (rc != MPI_SUCCESS || m.nbytes == 0) {
         gdte_ipo_req_destroy(r);
         return rc != MPI_SUCCESS ? rc : next_isend(mode, buf, count, dt, dest, tag, comm, req);
@@ -184,9 +210,32 @@ int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Dat
                        MPI_Comm comm, MPI_Request *req)
 {
     gdte_ipo_kind_t kind = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    if (kind == GDTE_IPO_HOST) return next_send_init(mode, buf, count, dt, dest, tag, comm, req);
     static const char *names[4] = {"MPI_Send_init", "MPI_Ssend_init", "MPI_Bsend_init", "MPI_Rsend_init"};
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, names[mode], dt, count);
+    if (gdte_ipo_node_on()) {
+        /* A message of a marker's size to a framing peer: each start sends an inline marker. */
+        gdte_ipo_req_t *r = gdte_ipo_req_new();
+        void *marker = NULL;
+        if (r && gdte_ipo_node_persistent_init(r, buf, count, dt, kind, dest, tag, comm, &marker)) {
+            int64_t nb;
+            gdte_type_h t = NULL;
+            if (kind != GDTE_IPO_HOST && gdte_ipo_type(dt, count, &t, &nb) == GDTE_OK) gdte_type_retain(t);
+            r->type = t;
+            r->dt = MPI_DATATYPE_NULL;
+            int rc = next_send_init(mode, marker, GDTE_IPO_MARK_BYTES, MPI_BYTE, dest, tag, comm, req);
+            if (rc != MPI_SUCCESS) {
+                gdte_ipo_req_destroy(r);
+                return rc;
+            }
+            r->handle = *req;
+            r->persistent = 1;
+            r->node_pers = 1;
+            gdte_ipo_req_insert(r);
+            return MPI_SUCCESS;
+        }
+        if (r) gdte_ipo_req_destroy(r);
+    }
+    if (kind == GDTE_IPO_HOST) return next_send_init(mode, buf, count, dt, dest, tag, comm, req);
     msg_t m;
     int rc = msg_prepare(names[mode], comm, dt, count, kind, &m);
     if (rc != MPI_SUCCESS) return rc;
@@ -239,7 +288,7 @@ static int recv_done(const char *fn, MPI_Comm comm, int rc, void *buf, int count
     if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
     if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
         gdte_ipo_cnt_g.recvs++;
-        erc = gdte_ipo_recv_finish(comm, fn, buf, count, dt, m->type, kind, m->stage, m->nbytes, st);
+        erc = gdte_ipo_recv_finish(comm, fn, buf, count, dt, m->type, kind, m->stage, m->nbytes, m->post, st);
     }
     gdte_stage_release(m->stage);
     if (status != MPI_STATUS_IGNORE) *status = *st;
@@ -265,21 +314,95 @@ static void recv_record(gdte_ipo_req_t *r, MPI_Request handle, int persistent, v
     r->kind = kind;
     r->comm = comm;
     r->nbytes = m->nbytes;
+    r->node_post = m->post;
+    r->node_landing = RECV_AT(*m);
     if (!persistent) gdte_ipo_cnt_g.recvs++;
     gdte_ipo_req_insert(r);
 }
 
+/* ---- host receives that may match a marker (the node path) ----
+ * Posted into scratch of a marker's size when shorter than one (the MPI would truncate a
+ * marker), else into the user's buffer; completion delivers (gdte_ipo_host_recv_finish).
+ * `msg`: a matched message (MPI_Mrecv/MPI_Imrecv) instead of (source, tag). `req` NULL:
+ * blocking. */
+static int node_host_recv(const char *fn, int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag,
+                          MPI_Comm comm, MPI_Message *msg, MPI_Request *req, MPI_Status *status)
+{
+    int size = 0;
+    PMPI_Type_size(dt, &size);
+    int64_t P = (int64_t)size * count;
+    gdte_stage_t *scratch = NULL;
+    if (P < GDTE_IPO_MARK_BYTES) {
+        gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, GDTE_IPO_MARK_BYTES, &scratch);
+        if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
+    }
+    void *b = scratch ? scratch->ptr : buf;
+    int c = scratch ? GDTE_IPO_MARK_BYTES : count;
+    MPI_Datatype t = scratch ? MPI_BYTE : dt;
+    int rc;
+    if (!req) {
+        MPI_Status st;
+        rc = msg ? IPO_NEXT(Mrecv)(b, c, t, msg, &st) : IPO_NEXT(Recv)(b, c, t, source, tag, comm, &st);
+        int eclass = MPI_SUCCESS, erc = MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+        if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE)
+            erc = gdte_ipo_host_recv_finish(comm, fn, buf, count, dt, scratch, P, &st);
+        if (scratch) gdte_stage_release(scratch);
+        if (status != MPI_STATUS_IGNORE) *status = st;
+        return rc != MPI_SUCCESS ? rc : erc;
+    }
+    gdte_ipo_req_t *r = gdte_ipo_req_new();
+    if (!r) {
+        if (scratch) gdte_stage_release(scratch);
+        return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
+    }
+    r->dt = MPI_DATATYPE_NULL;
+    r->stage = scratch;
+    rc = msg ? IPO_NEXT(Imrecv)(b, c, t, msg, req)
+             : persistent ? IPO_NEXT(Recv_init)(b, c, t, source, tag, comm, req)
+                          : IPO_NEXT(Irecv)(b, c, t, source, tag, comm, req);
+    if (rc != MPI_SUCCESS) {
+        gdte_ipo_req_destroy(r);
+        return rc;
+    }
+    gdte_ipo_dt_get(dt);
+    r->handle = *req;
+    r->is_recv = 1;
+    r->persistent = persistent;
+    r->active = !persistent;
+    r->user = buf;
+    r->count = count;
+    r->dt = dt;
+    r->kind = GDTE_IPO_HOST;
+    r->comm = comm;
+    r->nbytes = P;
+    r->node_post = scratch ? GDTE_IPO_MARK_BYTES : P;
+    r->node_landing = scratch ? scratch->ptr : NULL;
+    gdte_ipo_req_insert(r);
+    return MPI_SUCCESS;
+}
+
 int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
+    if (gdte_ipo_node_on() && source != MPI_PROC_NULL && gdte_ipo_node_may_mark(comm, MPI_ANY_SOURCE)) {
+        /* Never blocked inside the MPI: a peer may wait for this process to finish a marker. */
+        MPI_Request r;
+        int rc = gdte_ipo_irecv(buf, count, dt, source, tag, comm, &r);
+        return rc != MPI_SUCCESS ? rc : gdte_ipo_wait(&r, status);
+    }
     gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    if (kind == GDTE_IPO_HOST) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
+    int64_t mp = source == MPI_PROC_NULL ? 0 : min_post(comm, source);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Recv", dt, count);
-    msg_t m;
-    int rc = msg_prepare("MPI_Recv", comm, dt, count, kind, &m);
-    if (rc != MPI_SUCCESS) return rc;
-    if (m.nbytes == 0) return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
+    msg_t m = {0};
+    int rc;
+    if (kind != GDTE_IPO_HOST && (rc = msg_prepare_post("MPI_Recv", comm, dt, count, kind, mp, &m)) != MPI_SUCCESS)
+        return rc;
+    if (kind == GDTE_IPO_HOST || m.nbytes == 0) {
+        if (mp) return node_host_recv("MPI_Recv", 0, buf, count, dt, source, tag, comm, NULL, NULL, status);
+        return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
+    }
     MPI_Status st;
-    rc = IPO_NEXT(Recv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, source, tag, comm, &st);
+    rc = IPO_NEXT(Recv)(RECV_AT(m), (int)m.post, MPI_PACKED, source, tag, comm, &st);
     return recv_done("MPI_Recv", comm, rc, buf, count, dt, kind, &m, &st, status);
 }
 
@@ -289,23 +412,23 @@ static int recv_request(int persistent, void *buf, int count, MPI_Datatype dt, i
 {
     const char *fn = persistent ? "MPI_Recv_init" : "MPI_Irecv";
     gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    if (kind == GDTE_IPO_HOST)
-        return persistent ? IPO_NEXT(Recv_init)(buf, count, dt, source, tag, comm, req)
-                          : IPO_NEXT(Irecv)(buf, count, dt, source, tag, comm, req);
+    int64_t mp = source == MPI_PROC_NULL ? 0 : min_post(comm, source);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, fn, dt, count);
-    msg_t m;
-    int rc = msg_prepare(fn, comm, dt, count, kind, &m);
-    if (rc != MPI_SUCCESS) return rc;
-    if (m.nbytes == 0)
+    msg_t m = {0};
+    int rc;
+    if (kind != GDTE_IPO_HOST && (rc = msg_prepare_post(fn, comm, dt, count, kind, mp, &m)) != MPI_SUCCESS) return rc;
+    if (kind == GDTE_IPO_HOST || m.nbytes == 0) {
+        if (mp) return node_host_recv(fn, persistent, buf, count, dt, source, tag, comm, NULL, req, NULL);
         return persistent ? IPO_NEXT(Recv_init)(buf, count, dt, source, tag, comm, req)
                           : IPO_NEXT(Irecv)(buf, count, dt, source, tag, comm, req);
+    }
     gdte_ipo_req_t *r = gdte_ipo_req_new();
     if (!r) {
         gdte_stage_release(m.stage);
         return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
     }
-    rc = persistent ? IPO_NEXT(Recv_init)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, source, tag, comm, req)
-                    : IPO_NEXT(Irecv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, source, tag, comm, req);
+    rc = persistent ? IPO_NEXT(Recv_init)(RECV_AT(m), (int)m.post, MPI_PACKED, source, tag, comm, req)
+                    : IPO_NEXT(Irecv)(RECV_AT(m), (int)m.post, MPI_PACKED, source, tag, comm, req);
     r->dt = MPI_DATATYPE_NULL;
     r->stage = m.stage;
     if (rc != MPI_SUCCESS) {
@@ -374,34 +497,44 @@ static MPI_Comm message_comm(const MPI_Message *msg)
 int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *status)
 {
     MPI_Comm comm = message_comm(msg);
-    gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    if (kind == GDTE_IPO_HOST) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
+    int noproc = msg && *msg == MPI_MESSAGE_NO_PROC;
+    gdte_ipo_kind_t kind = noproc ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    int64_t mp = noproc ? 0 : min_post(comm, MPI_ANY_SOURCE);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Mrecv", dt, count);
-    msg_t m;
-    int rc = msg_prepare("MPI_Mrecv", comm, dt, count, kind, &m);
-    if (rc != MPI_SUCCESS) return rc;
-    if (m.nbytes == 0) return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
+    msg_t m = {0};
+    int rc;
+    if (kind != GDTE_IPO_HOST && (rc = msg_prepare_post("MPI_Mrecv", comm, dt, count, kind, mp, &m)) != MPI_SUCCESS)
+        return rc;
+    if (kind == GDTE_IPO_HOST || m.nbytes == 0) {
+        if (mp) return node_host_recv("MPI_Mrecv", 0, buf, count, dt, 0, 0, comm, msg, NULL, status);
+        return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
+    }
     MPI_Status st;
-    rc = IPO_NEXT(Mrecv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, msg, &st);
+    rc = IPO_NEXT(Mrecv)(RECV_AT(m), (int)m.post, MPI_PACKED, msg, &st);
     return recv_done("MPI_Mrecv", comm, rc, buf, count, dt, kind, &m, &st, status);
 }
 
 int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req)
 {
     MPI_Comm comm = message_comm(msg);
-    gdte_ipo_kind_t kind = msg && *msg == MPI_MESSAGE_NO_PROC ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    if (kind == GDTE_IPO_HOST) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
+    int noproc = msg && *msg == MPI_MESSAGE_NO_PROC;
+    gdte_ipo_kind_t kind = noproc ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    int64_t mp = noproc ? 0 : min_post(comm, MPI_ANY_SOURCE);
     if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Imrecv", dt, count);
-    msg_t m;
-    int rc = msg_prepare("MPI_Imrecv", comm, dt, count, kind, &m);
-    if (rc != MPI_SUCCESS) return rc;
-    if (m.nbytes == 0) return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
+    msg_t m = {0};
+    int rc;
+    if (kind != GDTE_IPO_HOST && (rc = msg_prepare_post("MPI_Imrecv", comm, dt, count, kind, mp, &m)) != MPI_SUCCESS)
+        return rc;
+    if (kind == GDTE_IPO_HOST || m.nbytes == 0) {
+        if (mp) return node_host_recv("MPI_Imrecv", 0, buf, count, dt, 0, 0, comm, msg, req, NULL);
+        return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
+    }
     gdte_ipo_req_t *r = gdte_ipo_req_new();
     if (!r) {
         gdte_stage_release(m.stage);
         return gdte_ipo_fail(comm, "MPI_Imrecv", GDTE_ERR_NO_MEMORY);
     }
-    rc = IPO_NEXT(Imrecv)(RECV_AT(m), (int)m.nbytes, MPI_PACKED, msg, req);
+    rc = IPO_NEXT(Imrecv)(RECV_AT(m), (int)m.post, MPI_PACKED, msg, req);
     r->dt = MPI_DATATYPE_NULL;
     r->stage = m.stage;
     if (rc != MPI_SUCCESS) {
@@ -416,6 +549,23 @@ int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI
 int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag, void *rbuf, int rcount,
                       MPI_Datatype rdt, int source, int rtag, MPI_Comm comm, MPI_Status *status)
 {
+    if (gdte_ipo_node_on() && gdte_ipo_node_may_mark(comm, MPI_ANY_SOURCE)) {
+        /* Both halves through the node path's own send and receive, as MPI defines the call. */
+        MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+        MPI_Status sts[2];
+        int rc = gdte_ipo_irecv(rbuf, rcount, rdt, source, rtag, comm, &rq[1]);
+        if (rc != MPI_SUCCESS) return rc;
+        rc = gdte_ipo_isend(GDTE_IPO_STD, sbuf, scount, sdt, dest, stag, comm, &rq[0]);
+        if (rc != MPI_SUCCESS) {
+            gdte_ipo_cancel(&rq[1]);
+            gdte_ipo_wait(&rq[1], MPI_STATUS_IGNORE);
+            return rc;
+        }
+        rc = gdte_ipo_waitall(2, rq, sts);
+        if (status != MPI_STATUS_IGNORE) *status = sts[1];
+        if (rc == MPI_ERR_IN_STATUS) rc = sts[0].MPI_ERROR != MPI_SUCCESS ? sts[0].MPI_ERROR : sts[1].MPI_ERROR;
+        return rc;
+    }
     gdte_ipo_kind_t sk = dest == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(sbuf, scount, sdt);
     gdte_ipo_kind_t rk = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(rbuf, rcount, rdt);
     if (sk == GDTE_IPO_HOST && rk == GDTE_IPO_HOST)
@@ -458,7 +608,8 @@ int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, 
         if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
         if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
             gdte_ipo_cnt_g.recvs++;
-            erc = gdte_ipo_recv_finish(comm, "MPI_Sendrecv", rbuf, rcount, rdt, mr.type, rk, mr.stage, mr.nbytes, &st);
+            erc = gdte_ipo_recv_finish(comm, "MPI_Sendrecv", rbuf, rcount, rdt, mr.type, rk, mr.stage, mr.nbytes,
+                                       mr.post, &st);
         }
         gdte_stage_release(mr.stage);
     }
@@ -469,6 +620,29 @@ int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, 
 int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int source, int rtag,
                               MPI_Comm comm, MPI_Status *status)
 {
+    if (gdte_ipo_node_on() && gdte_ipo_node_may_mark(comm, MPI_ANY_SOURCE) && count > 0) {
+        /* The outgoing data copied first (host: MPI_Pack; device: packed to host), then a
+         * send of that copy and a receive into the buffer, through the node path. */
+        gdte_ipo_kind_t k0 = gdte_ipo_buf_kind(buf, count, dt);
+        if (k0 == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Sendrecv_replace", dt, count);
+        int psize = 0, pos = 0, rc;
+        if ((rc = PMPI_Pack_size(count, dt, comm, &psize)) != MPI_SUCCESS) return rc;
+        void *copy = malloc(psize ? (size_t)psize : 1);
+        if (!copy) return gdte_ipo_fail(comm, "MPI_Sendrecv_replace", GDTE_ERR_NO_MEMORY);
+        if (k0 == GDTE_IPO_HOST) {
+            rc = PMPI_Pack(buf, count, dt, copy, psize, &pos, comm);
+        } else {
+            gdte_type_h t;
+            int64_t nb = 0;
+            gdte_status_t gs = gdte_ipo_type(dt, count, &t, &nb);
+            if (gs == GDTE_OK) gs = gdte_xfer_pack_to_host(buf, count, t, k0 == GDTE_IPO_FAKE, copy, 0, nb);
+            rc = gs == GDTE_OK ? MPI_SUCCESS : gdte_ipo_fail(comm, "MPI_Sendrecv_replace", gs);
+            pos = (int)nb;
+        }
+        if (rc == MPI_SUCCESS) rc = gdte_ipo_sendrecv(copy, pos, MPI_PACKED, dest, stag, buf, count, dt, source, rtag, comm, status);
+        free(copy);
+        return rc;
+    }
     gdte_ipo_kind_t k = gdte_ipo_buf_kind(buf, count, dt);
     if (k == GDTE_IPO_HOST) return IPO_NEXT(Sendrecv_replace)(buf, count, dt, dest, stag, source, rtag, comm, status);
     if (k == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Sendrecv_replace", dt, count);
@@ -490,7 +664,8 @@ int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, i
     if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
     if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
         gdte_ipo_cnt_g.recvs++;
-        erc = gdte_ipo_recv_finish(comm, "MPI_Sendrecv_replace", buf, count, dt, mr.type, k, mr.stage, mr.nbytes, &st);
+        erc = gdte_ipo_recv_finish(comm, "MPI_Sendrecv_replace", buf, count, dt, mr.type, k, mr.stage, mr.nbytes,
+                                   mr.post, &st);
     }
     gdte_stage_release(mr.stage);
     if (status != MPI_STATUS_IGNORE) *status = st;

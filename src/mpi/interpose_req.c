@@ -14,6 +14,7 @@
  * complete. No lookup by handle value ever happens after the MPI may have freed it.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include "interpose.h"
@@ -97,37 +98,104 @@ void gdte_ipo_req_destroy(gdte_ipo_req_t *r)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt, gdte_type_h type,
-                         gdte_ipo_kind_t kind, const gdte_stage_t *stage, int64_t nbytes, MPI_Status *st)
+int gdte_ipo_truncated(MPI_Comm comm, MPI_Status *st)
 {
-    int cancelled = 0;
-    PMPI_Test_cancelled(st, &cancelled);
-    if (cancelled) return MPI_SUCCESS;
-    MPI_Count got = 0;
-    PMPI_Get_elements_x(st, MPI_BYTE, &got);
-    /* A longer message was truncated by the MPI, which reports its full length: only the
-     * `nbytes` that fit are in staging, and only those reach the user's buffer. */
-    int truncated = got > nbytes;
-    int64_t n = truncated ? nbytes : (int64_t)got;
-    if (n > 0) {
-        gdte_status_t s = gdte_xfer_unpack_stage(stage, nbytes, n, user, count, type, kind == GDTE_IPO_FAKE);
-        if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
-        gdte_ipo_cnt_g.bytes_unpacked += n;
-    }
-    if (truncated) return MPI_SUCCESS; /* the status stays the MPI's, as for a host receive */
-    /* The status describes MPI_PACKED bytes; state it in the user's datatype so
-     * MPI_Get_count/Get_elements with that type answer as for a typed receive. A partial last
-     * element (a sender's signature that does not match) keeps the MPI's byte count, from
-     * which MPI derives the same answers. */
+    st->MPI_ERROR = MPI_ERR_TRUNCATE;
+    PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, MPI_ERR_TRUNCATE);
+    return MPI_ERR_TRUNCATE;
+}
+
+void gdte_ipo_status_bytes(MPI_Status *st, MPI_Datatype dt, gdte_type_h type, int64_t n)
+{
+    /* The status describes bytes; state it in the user's datatype so MPI_Get_count/Get_elements
+     * with that type answer as for a typed receive. A partial last element (a sender's
+     * signature that does not match) keeps the byte count, from which MPI derives the same
+     * answers. */
     int64_t size = 0;
     if (gdte_type_pack_size(1, type, &size) == GDTE_OK && size > 0 && n % size == 0) {
         uint64_t hash;
         int64_t nelems;
         if (gdte_type_signature(n / size, type, &hash, &nelems) == GDTE_OK &&
-            PMPI_Status_set_elements_x(st, dt, (MPI_Count)nelems) == MPI_SUCCESS)
+            PMPI_Status_set_elements_x(st, dt, (MPI_Count)nelems) == MPI_SUCCESS) {
             gdte_ipo_cnt_g.status_fixed++;
+            return;
+        }
     }
+    PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)n);
+}
+
+int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt, gdte_type_h type,
+                         gdte_ipo_kind_t kind, const gdte_stage_t *stage, int64_t nbytes, int64_t post,
+                         MPI_Status *st)
+{
+    int cancelled = 0;
+    PMPI_Test_cancelled(st, &cancelled);
+    if (cancelled) return MPI_SUCCESS;
+    if (post < nbytes) post = nbytes;
+    if (gdte_ipo_node_on() && gdte_ipo_node_is_marker(comm, st))
+        return gdte_ipo_node_recv_marker(comm, fn, user, count, dt, kind, nbytes, gdte_stage_tail(stage, (size_t)post),
+                                         st);
+    MPI_Count got = 0;
+    PMPI_Get_elements_x(st, MPI_BYTE, &got);
+    /* A message longer than `post` was truncated by the MPI, which reports its full length and
+     * the error: only the `nbytes` that fit reach the user's buffer. One longer than the
+     * user's `nbytes` but not than `post` (a receive posted for a marker's size) is truncated
+     * here, with the same outcome. */
+    int truncated = got > nbytes;
+    int64_t n = truncated ? nbytes : (int64_t)got;
+    if (n > 0) {
+        gdte_status_t s = gdte_xfer_unpack_stage(stage, post, n, user, count, type, kind == GDTE_IPO_FAKE);
+        if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
+        gdte_ipo_cnt_g.bytes_unpacked += n;
+    }
+    if (truncated) return got <= post ? gdte_ipo_truncated(comm, st) : MPI_SUCCESS;
+    gdte_ipo_status_bytes(st, dt, type, n);
     return MPI_SUCCESS;
+}
+
+int gdte_ipo_host_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt,
+                              const gdte_stage_t *scratch, int64_t nbytes, MPI_Status *st)
+{
+    int cancelled = 0;
+    PMPI_Test_cancelled(st, &cancelled);
+    if (cancelled) return MPI_SUCCESS;
+    const void *landing = scratch ? scratch->ptr : NULL;
+    if (gdte_ipo_node_is_marker(comm, st))
+        return gdte_ipo_node_recv_marker(comm, fn, user, count, dt, GDTE_IPO_HOST, nbytes, landing, st);
+    if (!scratch) return MPI_SUCCESS; /* the MPI received into the user's buffer itself */
+    MPI_Count got = 0;
+    PMPI_Get_elements_x(st, MPI_BYTE, &got);
+    int truncated = got > nbytes;
+    int64_t n = truncated ? nbytes : (int64_t)got;
+    if (n > 0) {
+        gdte_type_h type;
+        int64_t tb;
+        gdte_status_t s = gdte_ipo_type(dt, count, &type, &tb);
+        gdte_pack_params_t p = {.field_mask = 0, .flags = GDTE_PACK_FLAG_HOST};
+        if (s == GDTE_OK) s = gdte_unpack(scratch->ptr, n, user, count, type, &p, NULL);
+        if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
+        if (!truncated) gdte_ipo_status_bytes(st, dt, type, n);
+    }
+    if (truncated) return got <= GDTE_IPO_MARK_BYTES ? gdte_ipo_truncated(comm, st) : MPI_SUCCESS;
+    return MPI_SUCCESS;
+}
+
+void gdte_ipo_req_scan(MPI_Comm comm, void (*fn)(gdte_ipo_req_t *r, void *arg), void *arg)
+{
+    if (atomic_load_explicit(&req_live, memory_order_acquire) == 0) return;
+    pthread_mutex_lock(&req_lock);
+    for (gdte_ipo_req_t *r = req_table; r; r = r->hh.next)
+        if (r->comm == comm) fn(r, arg);
+    pthread_mutex_unlock(&req_lock);
+}
+
+/* A send the node path carries completes when the receiver has copied it: it cannot be
+ * cancelled once the marker is out (MPI allows a cancel to fail: the send then completes). */
+int gdte_ipo_cancel(MPI_Request *req)
+{
+    gdte_ipo_req_t *r = req ? gdte_ipo_req_find(*req) : NULL;
+    if (r && r->node_send) return MPI_SUCCESS;
+    return IPO_NEXT(Cancel)(req);
 }
 
 /* What completion of a gdte request does. `st` is a real status; `rc` what the MPI reported
@@ -137,10 +205,18 @@ static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *f
     int erc = MPI_SUCCESS;
     int eclass = MPI_SUCCESS;
     if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+    if (r->is_recv && r->unpacked) {
+        int keep_err = st->MPI_ERROR;
+        *st = r->fixed_st;
+        st->MPI_ERROR = keep_err;
+    }
     if (r->finish)
         erc = r->finish(r, st, rc);
     else if (r->is_recv && !r->unpacked && (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE))
-        erc = gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes, st);
+        erc = r->kind == GDTE_IPO_HOST
+                  ? gdte_ipo_host_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->stage, r->nbytes, st)
+                  : gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes,
+                                         r->node_post, st);
     if (r->persistent && !r->orphan && after != MPI_REQUEST_NULL) {
         /* The handle stays the application's: the record goes back into the table. (An MPI
          * may free a persistent request that completed in error: then the record goes.) */
@@ -271,9 +347,57 @@ static void unclaim(int n, int except)
     }
 }
 
+
+/* ---- node path progress ----
+ * A receive matched by a marker is finished by gdte (the data copied from the peer, a FIN
+ * sent), not by the MPI; a process blocked in the MPI would never do it, and a peer waiting
+ * for that FIN would wait for ever. So with the node path on, gdte never blocks inside the
+ * MPI in a completion call: it polls, and finishes every completed marker receive it holds
+ * a record of while it does. */
+void gdte_ipo_node_progress(void)
+{
+    if (atomic_load_explicit(&req_live, memory_order_acquire) == 0) return;
+    pthread_mutex_lock(&req_lock);
+    for (gdte_ipo_req_t *r = req_table; r; r = r->hh.next) {
+        if (!r->is_recv || !r->active || r->unpacked || r->finish) continue;
+        MPI_Status st;
+        int flag = 0;
+        if (PMPI_Request_get_status(r->handle, &flag, &st) != MPI_SUCCESS || !flag) continue;
+        if (!gdte_ipo_node_is_marker(r->comm, &st)) continue;
+        (void)(r->kind == GDTE_IPO_HOST
+                   ? gdte_ipo_host_recv_finish(r->comm, "MPI_Wait", r->user, r->count, r->dt, r->stage, r->nbytes, &st)
+                   : gdte_ipo_recv_finish(r->comm, "MPI_Wait", r->user, r->count, r->dt, r->type, r->kind, r->stage,
+                                          r->nbytes, r->node_post, &st));
+        r->unpacked = 1;
+        r->fixed_st = st;
+    }
+    pthread_mutex_unlock(&req_lock);
+}
+
+/* Poll until all (any = 0) or one (any = 1) of the requests is complete (or all are null). */
+void gdte_ipo_node_block(int n, MPI_Request reqs[], int any)
+{
+    if (!gdte_ipo_node_on()) return;
+    for (;;) {
+        gdte_ipo_node_progress();
+        int done = 0, live = 0;
+        for (int i = 0; i < n; i++) {
+            if (reqs[i] == MPI_REQUEST_NULL) continue;
+            live++;
+            int flag = 0;
+            MPI_Status st;
+            PMPI_Request_get_status(reqs[i], &flag, &st);
+            done += flag != 0;
+        }
+        if (live == 0 || (any ? done > 0 : done == live)) return;
+        sched_yield();
+    }
+}
+
 int gdte_ipo_wait(MPI_Request *req, MPI_Status *status)
 {
     orphans_progress(0);
+    if (req) gdte_ipo_node_block(1, req, 0);
     gdte_ipo_req_t *r = req ? claim_active(*req) : NULL;
     if (!r) return IPO_NEXT(Wait)(req, status);
     MPI_Status st;
@@ -331,6 +455,7 @@ static int finish_many(int n, const MPI_Request reqs[], int rc, int npos, const 
 int gdte_ipo_waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
     orphans_progress(0);
+    if (n > 0) gdte_ipo_node_block(n, reqs, 0);
     if (claim_many(n, reqs) <= 0) return IPO_NEXT(Waitall)(n, reqs, statuses);
     MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
     int rc = IPO_NEXT(Waitall)(n, reqs, sts);
@@ -370,6 +495,7 @@ static int any_common(int test, int n, MPI_Request reqs[], int *index, int *flag
 
 int gdte_ipo_waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
 {
+    if (n > 0) gdte_ipo_node_block(n, reqs, 1);
     return any_common(0, n, reqs, index, NULL, status);
 }
 
@@ -398,6 +524,7 @@ static int some(int test, int n, MPI_Request reqs[], int *outcount, int indices[
 
 int gdte_ipo_waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
+    if (n > 0) gdte_ipo_node_block(n, reqs, 1);
     return some(0, n, reqs, outcount, indices, statuses);
 }
 
@@ -420,9 +547,13 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
         int eclass = MPI_SUCCESS;
         if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
         if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
-            int erc = gdte_ipo_recv_finish(r->comm, "MPI_Request_get_status", r->user, r->count, r->dt, r->type,
-                                           r->kind, r->stage, r->nbytes, &st);
+            int erc = r->kind == GDTE_IPO_HOST
+                          ? gdte_ipo_host_recv_finish(r->comm, "MPI_Request_get_status", r->user, r->count, r->dt,
+                                                      r->stage, r->nbytes, &st)
+                          : gdte_ipo_recv_finish(r->comm, "MPI_Request_get_status", r->user, r->count, r->dt,
+                                                 r->type, r->kind, r->stage, r->nbytes, r->node_post, &st);
             r->unpacked = 1;
+            r->fixed_st = st; /* the completion call reports it again */
             if (rc == MPI_SUCCESS) rc = erc;
         }
     }
@@ -468,7 +599,7 @@ int gdte_ipo_start(MPI_Request *req)
     gdte_ipo_req_t *r = req ? gdte_ipo_req_find(*req) : NULL;
     if (!r) return IPO_NEXT(Start)(req);
     if (!r->is_recv) {
-        int rc = gdte_ipo_persistent_pack(r);
+        int rc = r->node_pers ? gdte_ipo_node_persistent_start(r) : gdte_ipo_persistent_pack(r);
         if (rc != MPI_SUCCESS) return rc;
     }
     int rc = IPO_NEXT(Start)(req);
@@ -486,7 +617,7 @@ int gdte_ipo_startall(int n, MPI_Request reqs[])
     for (int i = 0; i < n; i++) {
         gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
         if (r && !r->is_recv) {
-            int rc = gdte_ipo_persistent_pack(r);
+            int rc = r->node_pers ? gdte_ipo_node_persistent_start(r) : gdte_ipo_persistent_pack(r);
             if (rc != MPI_SUCCESS) return rc;
         }
     }

@@ -6,10 +6,8 @@
  * Deliberately not intercepted, because this design needs nothing there (the request the
  * application holds is the MPI's own, and a device message is an ordinary MPI_PACKED message
  * on the application's (comm, dest, tag)):
- *  - MPI_Probe, MPI_Iprobe: they see gdte's messages with the sender's byte count (MPI_Mprobe
- *    and MPI_Improbe are intercepted only to remember each matched message's communicator,
- *    for the errors of MPI_Mrecv/MPI_Imrecv);
- *  - MPI_Cancel: cancels the staging receive; completion then skips the unpack;
+ *  - MPI_Cancel of a receive: cancels the staging receive; completion then skips the unpack
+ *    (a send the node path carries is not cancelled: it completes);
  *  - MPI_Get_count, MPI_Get_elements(_x): statuses of device receives are restated in the
  *    user's datatype at completion (MPI_Status_set_elements_x), so the MPI answers them;
  *  - MPI_Pack_size: gdte's packed size equals the MPI's for every type on a homogeneous system.
@@ -159,8 +157,20 @@ GDTE_IPO_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *
 {
     IPO_OFF_RETURN(Mprobe, source, tag, comm, msg, status);
     gdte_ipo_pending_flush();
-    int rc = IPO_NEXT(Mprobe)(source, tag, comm, msg, status);
-    if (rc == MPI_SUCCESS) gdte_ipo_message_note(*msg, comm);
+    MPI_Status st;
+    int rc, flag = 1;
+    if (gdte_ipo_node_on()) {
+        flag = 0;
+        while ((rc = IPO_NEXT(Improbe)(source, tag, comm, &flag, msg, &st)) == MPI_SUCCESS && !flag)
+            gdte_ipo_node_progress();
+    } else {
+        rc = IPO_NEXT(Mprobe)(source, tag, comm, msg, &st);
+    }
+    if (rc == MPI_SUCCESS) {
+        gdte_ipo_message_note(*msg, comm);
+        if (gdte_ipo_node_on()) gdte_ipo_node_probe_fix(comm, &st);
+    }
+    if (status != MPI_STATUS_IGNORE) *status = st;
     return rc;
 }
 
@@ -168,9 +178,46 @@ GDTE_IPO_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, M
 {
     IPO_OFF_RETURN(Improbe, source, tag, comm, flag, msg, status);
     gdte_ipo_pending_flush();
-    int rc = IPO_NEXT(Improbe)(source, tag, comm, flag, msg, status);
-    if (rc == MPI_SUCCESS && *flag) gdte_ipo_message_note(*msg, comm);
+    MPI_Status st;
+    int rc = IPO_NEXT(Improbe)(source, tag, comm, flag, msg, &st);
+    if (rc == MPI_SUCCESS && *flag) {
+        gdte_ipo_message_note(*msg, comm);
+        if (gdte_ipo_node_on()) gdte_ipo_node_probe_fix(comm, &st);
+    }
+    if (status != MPI_STATUS_IGNORE) *status = st;
     return rc;
+}
+
+/* Probes report a marker (the node path) with its message's size. */
+GDTE_IPO_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Probe, source, tag, comm, status);
+    gdte_ipo_pending_flush();
+    if (!gdte_ipo_node_on()) return IPO_NEXT(Probe)(source, tag, comm, status);
+    MPI_Status st;
+    int rc, flag = 0;
+    while ((rc = IPO_NEXT(Iprobe)(source, tag, comm, &flag, &st)) == MPI_SUCCESS && !flag) gdte_ipo_node_progress();
+    if (rc == MPI_SUCCESS) gdte_ipo_node_probe_fix(comm, &st);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+}
+
+GDTE_IPO_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
+{
+    IPO_OFF_RETURN(Iprobe, source, tag, comm, flag, status);
+    gdte_ipo_pending_flush();
+    if (!gdte_ipo_node_on()) return IPO_NEXT(Iprobe)(source, tag, comm, flag, status);
+    MPI_Status st;
+    int rc = IPO_NEXT(Iprobe)(source, tag, comm, flag, &st);
+    if (rc == MPI_SUCCESS && *flag) gdte_ipo_node_probe_fix(comm, &st);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+}
+
+GDTE_IPO_EXPORT int MPI_Cancel(MPI_Request *req)
+{
+    IPO_OFF_RETURN(Cancel, req);
+    return gdte_ipo_cancel(req);
 }
 
 /* ---- persistent requests ---- */
@@ -322,4 +369,74 @@ GDTE_IPO_EXPORT int MPI_Type_free(MPI_Datatype *dt)
     IPO_OFF_RETURN(Type_free, dt);
     gdte_ipo_pending_flush();
     return gdte_ipo_type_free(dt);
+}
+
+/* ---- communicators: each new one gets its shadow (the node path, interpose_node.c) ----
+ * Collective calls: every member makes the shadow alike. */
+#define NODE_NEW(call, newcomm)                                             \
+    do {                                                                    \
+        int rc_ = (call);                                                   \
+        if (rc_ == MPI_SUCCESS && gdte_ipo_on() && gdte_ipo_node_on())      \
+            gdte_ipo_node_comm_new(*(newcomm));                            \
+        return rc_;                                                         \
+    } while (0)
+
+GDTE_IPO_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) { NODE_NEW(PMPI_Comm_dup(comm, newcomm), newcomm); }
+GDTE_IPO_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Comm_split(comm, color, key, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Comm_split_type(comm, type, key, info, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Comm_create(comm, group, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+                                    MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain[], MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Cart_sub(comm, remain, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder,
+                                     MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
+                                          const int destinations[], const int weights[], MPI_Info info, int reorder,
+                                          MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+                                                   const int sourceweights[], int outdegree, const int destinations[],
+                                                   const int destweights[], MPI_Info info, int reorder,
+                                                   MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations,
+                                             destweights, info, reorder, newcomm),
+             newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader, int tag,
+                                         MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Intercomm_create(local, local_leader, peer, remote_leader, tag, newcomm), newcomm);
+}
+GDTE_IPO_EXPORT int MPI_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm *newcomm)
+{
+    NODE_NEW(PMPI_Intercomm_merge(inter, high, newcomm), newcomm);
 }

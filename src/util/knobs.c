@@ -59,6 +59,7 @@ static int knob_in_range(gdte_knob_id_t id, int64_t v)
     case GDTE_KNOB_PIPELINE_DEPTH: return v >= 1 && v <= 64;
     case GDTE_KNOB_TIMEOUT: return v >= 1 && v <= 86400;
     case GDTE_KNOB_CACHE_MAX: return v >= 0 && v <= (1LL << 40);
+    case GDTE_KNOB_MPI_IPC_MIN: return v >= 0 && v <= (1LL << 40);
     case GDTE_KNOB_STAGING_MAX: return v >= 65536 && v <= (1LL << 40);
     case GDTE_KNOB_FAULT_STAGING_OOM:
     case GDTE_KNOB_FAULT_UCX_ERROR: return v >= 0 && v <= 1000000;

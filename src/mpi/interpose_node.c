@@ -1,0 +1,979 @@
+/*
+ * The node path: device messages between processes of one node move GPU to GPU, under an MPI
+ * that cannot move device memory itself. docs/ARCHITECTURE.md ("Same node, GPU to GPU") has
+ * the design and the argument for why a control message is never taken for data; in short:
+ *
+ *  - Framing peers. Two processes are framing peers when they are different processes of one
+ *    node (MPI_Comm_split_type SHARED) that both run the node path (decided at MPI_Init, the
+ *    same way everywhere: an allgather of each one's choice). The relation is symmetric.
+ *  - Markers. A device message to a framing peer travels as a *marker*: exactly
+ *    GDTE_IPO_MARK_BYTES bytes on the application's own (communicator, destination, tag), so
+ *    MPI keeps matching, ordering, wildcards and cancel. The marker describes where the data
+ *    is (a GPU IPC handle, an offset, a dense or single-stride shape); the receiver copies the
+ *    data itself, with one kernel from the sender's memory into its own layout, and answers
+ *    with a FIN on a private communicator, which completes the sender's request.
+ *  - The sender invariant. Every message of exactly GDTE_IPO_MARK_BYTES bytes that a process
+ *    sends to a framing peer on a communicator with a shadow is a marker: an application
+ *    message of that size (host or device) becomes an INLINE marker, its bytes carried in the
+ *    announcement (below). So the receiver's rule "GDTE_IPO_MARK_BYTES bytes from a framing
+ *    peer is a marker" holds for every message, whatever its content.
+ *  - Short receives. A receive that may match a marker but was posted for fewer bytes is
+ *    posted into scratch of GDTE_IPO_MARK_BYTES (the MPI would truncate the marker otherwise);
+ *    what arrived is then copied to the user's buffer, and a longer message is reported as
+ *    truncated exactly as the MPI would.
+ *  - Announcements. Before each marker the sender sends an announcement (cookie, size,
+ *    inline bytes) on the *shadow* of the communicator (a duplicate made when the communicator
+ *    was made), with the application's tag: per (source, tag) announcements arrive in marker
+ *    order. A probe that sees a marker answers with the size of the first announced marker of
+ *    its (source, tag) that no receive has matched: matched markers are a prefix of that
+ *    order (non-overtaking), and those matched by receives not yet completed by the
+ *    application are found with MPI_Request_get_status.
+ *
+ * Communicators made by calls the interposer does not see (MPI_Comm_idup, spawn, connect)
+ * have no shadow, on every member alike: their messages take the MPI_PACKED path.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "interpose.h"
+#include "xfer.h"
+#include "engine/engine.h"
+#include "gpu/gpu.h"
+#include "kernels/kernels.h"
+#include "util/util.h"
+
+#define MARK_MAGIC 0x4b52414d45544447ull /* "GDTEMARK" */
+enum { HOW_INLINE = 1, HOW_IPC = 2 };
+enum { SHAPE_CONTIG = 1, SHAPE_ROWS = 2 };
+
+/* The marker: exactly GDTE_IPO_MARK_BYTES on the wire. */
+typedef struct mark {
+    uint64_t magic;
+    uint64_t cookie;   /* unique per sender */
+    int64_t nbytes;    /* the message's packed size */
+    int32_t how;       /* HOW_* */
+    int32_t fin_tag;   /* IPC: the FIN's tag on the private communicator */
+    int32_t shape;     /* IPC: SHAPE_* */
+    int32_t pad0;
+    int64_t offset;    /* IPC: first byte, from the exported allocation's base */
+    int64_t rows, width, pitch;
+    int64_t pid;       /* fake device: the sender's process (read with process_vm_readv) */
+    uint64_t addr;     /* fake device: the first byte's address there */
+    gdte_gpu_ipc_handle_t handle;
+    unsigned char pad[GDTE_IPO_MARK_BYTES - 8 * 9 - 4 * 4 - GDTE_GPU_IPC_HANDLE_BYTES];
+} mark_t;
+_Static_assert(sizeof(mark_t) == GDTE_IPO_MARK_BYTES, "marker size");
+
+/* The announcement header; an INLINE one is followed by the message's bytes. */
+typedef struct ann_hdr {
+    uint64_t cookie;
+    int64_t nbytes;
+} ann_hdr_t;
+#define ANN_MAX ((int)sizeof(ann_hdr_t) + GDTE_IPO_MARK_BYTES)
+
+/* A received announcement, kept until its marker is taken. */
+typedef struct ann {
+    int src, tag;
+    uint64_t cookie;
+    int64_t nbytes;
+    unsigned char data[GDTE_IPO_MARK_BYTES];
+    struct ann *next, *prev;
+} ann_t;
+
+/* What the interposer keeps per communicator (an attribute, freed with it). */
+typedef struct node_comm {
+    MPI_Comm shadow;
+    int size;        /* ranks messages name: the remote group's on an intercommunicator */
+    int *world;      /* their ranks in MPI_COMM_WORLD (-1: not in it) */
+    int any_peer;
+    ann_t *anns;     /* received announcements, oldest first (utlist-style DL by hand) */
+} node_comm_t;
+
+int gdte_ipo_node_on_g;
+static MPI_Comm fin_comm = MPI_COMM_NULL;
+static int world_rank, world_size, tag_ub;
+static unsigned char *peer_w; /* per world rank: a framing peer */
+static int keyval = MPI_KEYVAL_INVALID;
+static int64_t ipc_min;
+static int fake_mode;
+static pthread_mutex_t node_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t next_cookie = 1;
+static gdte_stream_t node_stream;
+
+/* ---- internal sends (announcements, markers, FINs): buffers freed when the MPI is done ---- */
+typedef struct isend {
+    MPI_Request req;
+    void *buf;
+    struct isend *next;
+} isend_t;
+static isend_t *isends;
+
+static void isends_reap(int block)
+{
+    pthread_mutex_lock(&node_lock);
+    isend_t **pp = &isends;
+    while (*pp) {
+        isend_t *e = *pp;
+        int flag = 0;
+        if (block) PMPI_Wait(&e->req, MPI_STATUS_IGNORE), flag = 1;
+        else PMPI_Test(&e->req, &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+            *pp = e->next;
+            free(e->buf);
+            free(e);
+        } else {
+            pp = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&node_lock);
+}
+
+/* Send `n` bytes of `buf` (taken over: freed when sent) to `dest` of `comm`, in the background. */
+static int isend_owned(void *buf, int n, int dest, int tag, MPI_Comm comm)
+{
+    isend_t *e = malloc(sizeof *e);
+    if (!e) {
+        free(buf);
+        return MPI_ERR_NO_MEM;
+    }
+    int rc = PMPI_Isend(buf, n, MPI_BYTE, dest, tag, comm, &e->req);
+    if (rc != MPI_SUCCESS) {
+        free(buf);
+        free(e);
+        return rc;
+    }
+    e->buf = buf;
+    pthread_mutex_lock(&node_lock);
+    e->next = isends;
+    isends = e;
+    pthread_mutex_unlock(&node_lock);
+    return MPI_SUCCESS;
+}
+
+/* ---- communicators ---- */
+static int comm_delete(MPI_Comm comm, int kv, void *val, void *extra)
+{
+    (void)comm, (void)kv, (void)extra;
+    node_comm_t *nc = val;
+    if (!nc) return MPI_SUCCESS;
+    if (nc->shadow != MPI_COMM_NULL) PMPI_Comm_free(&nc->shadow);
+    while (nc->anns) {
+        ann_t *a = nc->anns;
+        nc->anns = a->next;
+        free(a);
+    }
+    free(nc->world);
+    free(nc);
+    return MPI_SUCCESS;
+}
+
+static node_comm_t *comm_info(MPI_Comm comm)
+{
+    if (!gdte_ipo_node_on_g || comm == MPI_COMM_NULL) return NULL;
+    void *v = NULL;
+    int flag = 0;
+    if (PMPI_Comm_get_attr(comm, keyval, &v, &flag) != MPI_SUCCESS || !flag) return NULL;
+    return v;
+}
+
+/* A new communicator (every member calls this, from the call that made it): its shadow and the
+ * world ranks of the ranks its messages name. */
+void gdte_ipo_node_comm_new(MPI_Comm comm)
+{
+    if (!gdte_ipo_node_on_g || comm == MPI_COMM_NULL) return;
+    node_comm_t *nc = calloc(1, sizeof *nc);
+    if (!nc) return;
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    MPI_Group g, wg;
+    if (inter) PMPI_Comm_remote_group(comm, &g);
+    else PMPI_Comm_group(comm, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    PMPI_Group_size(g, &nc->size);
+    int *ranks = malloc(sizeof(int) * (size_t)(nc->size ? nc->size : 1));
+    nc->world = malloc(sizeof(int) * (size_t)(nc->size ? nc->size : 1));
+    if (ranks && nc->world) {
+        for (int i = 0; i < nc->size; i++) ranks[i] = i;
+        PMPI_Group_translate_ranks(g, nc->size, ranks, wg, nc->world);
+        for (int i = 0; i < nc->size; i++) {
+            if (nc->world[i] == MPI_UNDEFINED) nc->world[i] = -1;
+            if (nc->world[i] >= 0 && peer_w[nc->world[i]]) nc->any_peer = 1;
+        }
+    }
+    free(ranks);
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    /* The shadow is made by every member alike (a collective call on `comm`). */
+    if (!nc->world || PMPI_Comm_dup(comm, &nc->shadow) != MPI_SUCCESS) {
+        nc->shadow = MPI_COMM_NULL;
+        comm_delete(comm, keyval, nc, NULL);
+        return;
+    }
+    PMPI_Comm_set_attr(comm, keyval, nc);
+}
+
+static int is_peer(const node_comm_t *nc, int rank)
+{
+    return nc && rank >= 0 && rank < nc->size && nc->world[rank] >= 0 && peer_w[nc->world[rank]];
+}
+
+int gdte_ipo_node_may_mark(MPI_Comm comm, int source)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc) return 0;
+    return source == MPI_ANY_SOURCE ? nc->any_peer : is_peer(nc, source);
+}
+
+int gdte_ipo_node_is_marker(MPI_Comm comm, const MPI_Status *st)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc || !is_peer(nc, st->MPI_SOURCE)) return 0;
+    int cancelled = 0;
+    PMPI_Test_cancelled(st, &cancelled);
+    if (cancelled) return 0;
+    MPI_Count got = 0;
+    PMPI_Get_elements_x(st, MPI_BYTE, &got);
+    return got == GDTE_IPO_MARK_BYTES;
+}
+
+/* ---- lifetime ---- */
+int gdte_ipo_node_init(void)
+{
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    fake_mode = (int)gdte_knob(GDTE_KNOB_FAKE_DEVICE);
+    int64_t k = gdte_knob(GDTE_KNOB_MPI_IPC); /* auto|0|1 */
+    int want = k == 2 || (k == 0 && !gdte_ipo_gpu_aware());
+    if (!gdte_gpu_available() && !fake_mode) want = 0;
+    ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
+    void *ub = NULL;
+    int flag = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    tag_ub = flag && ub ? *(int *)ub : 32767;
+    /* Collective over MPI_COMM_WORLD whatever this process chose: every process of the job
+     * runs this (the interposer is preloaded everywhere or nowhere; GDTE_DISABLE=1 skips it
+     * everywhere alike). */
+    MPI_Comm node;
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    const char *split = getenv("GDTETEST_NODE_SPLIT"); /* tests: ranks >= N act as another node */
+    int nsplit = split ? atoi(split) : 0;
+    int mine[2] = {want, 0};
+    int *all = malloc(sizeof(int) * 2 * (size_t)world_size);
+    int nsize = 0;
+    PMPI_Comm_size(node, &nsize);
+    int *node_world = malloc(sizeof(int) * (size_t)nsize);
+    peer_w = calloc((size_t)world_size, 1);
+    if (!all || !node_world || !peer_w) {
+        free(all);
+        free(node_world);
+        PMPI_Comm_free(&node);
+        return MPI_ERR_NO_MEM;
+    }
+    PMPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+    PMPI_Allgather(&world_rank, 1, MPI_INT, node_world, 1, MPI_INT, node);
+    for (int i = 0; i < nsize; i++) {
+        int w = node_world[i];
+        int same_side = !nsplit || ((w >= nsplit) == (world_rank >= nsplit));
+        if (w != world_rank && want && all[2 * w] && same_side) peer_w[w] = 1;
+    }
+    free(all);
+    free(node_world);
+    PMPI_Comm_free(&node);
+    PMPI_Comm_dup(MPI_COMM_WORLD, &fin_comm);
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &keyval, NULL);
+    gdte_ipo_node_on_g = 1;
+    gdte_ipo_node_comm_new(MPI_COMM_WORLD);
+    int npeers = 0;
+    for (int i = 0; i < world_size; i++) npeers += peer_w[i];
+    gdte_info("node path %s: %d process(es) of this node reached GPU to GPU (GDTE_MPI_IPC)", want ? "on" : "off", npeers);
+    return MPI_SUCCESS;
+}
+
+void gdte_ipo_node_finalize(void)
+{
+    if (!gdte_ipo_node_on_g) return;
+    isends_reap(1);
+    /* MPI_COMM_WORLD's attribute is deleted by the MPI at finalize; its shadow with it. */
+    PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
+    PMPI_Comm_free_keyval(&keyval);
+    PMPI_Comm_free(&fin_comm);
+    gdte_ipo_node_on_g = 0;
+    if (node_stream) gdte_gpu_stream_destroy(node_stream);
+    node_stream = NULL;
+}
+
+/* ---- the sender ---- */
+/* Exported allocations: the IPC handle of an allocation's base, by base and buffer id. */
+typedef struct export_ent {
+    uintptr_t base;
+    uint64_t id;
+    gdte_gpu_ipc_handle_t h;
+    UT_hash_handle hh;
+} export_ent_t;
+static export_ent_t *exports;
+
+static gdte_status_t export_ptr(const void *p, gdte_gpu_ipc_handle_t *h, int64_t *offset)
+{
+    void *base = NULL;
+    size_t size = 0;
+    uint64_t id = 0;
+    gdte_status_t st = gdte_gpu_mem_range(p, &base, &size);
+    if (st != GDTE_OK) return st;
+    (void)gdte_gpu_buffer_id(p, &id);
+    *offset = (int64_t)((uintptr_t)p - (uintptr_t)base);
+    uintptr_t b = (uintptr_t)base;
+    pthread_mutex_lock(&node_lock);
+    export_ent_t *e;
+    HASH_FIND(hh, exports, &b, sizeof b, e);
+    if (e && e->id == id) {
+        *h = e->h;
+        pthread_mutex_unlock(&node_lock);
+        return GDTE_OK;
+    }
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            pthread_mutex_unlock(&node_lock);
+            return GDTE_ERR_NO_MEMORY;
+        }
+        e->base = b;
+        HASH_ADD(hh, exports, base, sizeof e->base, e);
+    }
+    st = gdte_gpu_ipc_get_handle(base, &e->h);
+    e->id = st == GDTE_OK ? id : 0;
+    *h = e->h;
+    pthread_mutex_unlock(&node_lock);
+    return st;
+}
+
+/* The sender's state until the FIN. */
+typedef struct node_send {
+    gdte_stage_t *stage; /* packed copy (irregular layouts) */
+    gdte_type_h type;
+} node_send_t;
+
+static void send_fini(gdte_ipo_req_t *r)
+{
+    node_send_t *s = r->ctx;
+    if (!s) return;
+    if (s->stage) gdte_stage_release(s->stage);
+    if (s->type) gdte_type_release(s->type);
+    free(s);
+    r->ctx = NULL;
+}
+
+static int send_finish(gdte_ipo_req_t *r, MPI_Status *st, int rc)
+{
+    (void)r, (void)st;
+    return rc;
+}
+
+static void free_ctx(gdte_ipo_req_t *r)
+{
+    free(r->ctx);
+    r->ctx = NULL;
+}
+
+static int post_announcement(node_comm_t *nc, int dest, int tag, uint64_t cookie, int64_t nbytes, const void *inl)
+{
+    int n = (int)sizeof(ann_hdr_t) + (inl ? GDTE_IPO_MARK_BYTES : 0);
+    unsigned char *b = malloc((size_t)n);
+    if (!b) return MPI_ERR_NO_MEM;
+    ann_hdr_t h = {cookie, nbytes};
+    memcpy(b, &h, sizeof h);
+    if (inl) memcpy(b + sizeof h, inl, GDTE_IPO_MARK_BYTES);
+    return isend_owned(b, n, dest, tag, nc->shadow);
+}
+
+static int next_mark_send(gdte_ipo_mode_t m, const void *b, int dest, int tag, MPI_Comm c, MPI_Request *req)
+{
+    int n = GDTE_IPO_MARK_BYTES;
+    if (req) {
+        switch (m) {
+        case GDTE_IPO_SYNC: return IPO_NEXT(Issend)(b, n, MPI_BYTE, dest, tag, c, req);
+        case GDTE_IPO_BUFFERED: return IPO_NEXT(Ibsend)(b, n, MPI_BYTE, dest, tag, c, req);
+        case GDTE_IPO_READY: return IPO_NEXT(Irsend)(b, n, MPI_BYTE, dest, tag, c, req);
+        default: return IPO_NEXT(Isend)(b, n, MPI_BYTE, dest, tag, c, req);
+        }
+    }
+    switch (m) {
+    case GDTE_IPO_SYNC: return IPO_NEXT(Ssend)(b, n, MPI_BYTE, dest, tag, c);
+    case GDTE_IPO_BUFFERED: return IPO_NEXT(Bsend)(b, n, MPI_BYTE, dest, tag, c);
+    case GDTE_IPO_READY: return IPO_NEXT(Rsend)(b, n, MPI_BYTE, dest, tag, c);
+    default: return IPO_NEXT(Send)(b, n, MPI_BYTE, dest, tag, c);
+    }
+}
+
+/* An INLINE marker for `bytes` (exactly GDTE_IPO_MARK_BYTES, the message's packed bytes). With
+ * `req` the marker's own request is the application's (the bytes are already copied). */
+static int send_inline(gdte_ipo_mode_t mode, node_comm_t *nc, const void *bytes, int dest, int tag, MPI_Comm comm,
+                       MPI_Request *req)
+{
+    uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
+    int rc = post_announcement(nc, dest, tag, cookie, GDTE_IPO_MARK_BYTES, bytes);
+    if (rc != MPI_SUCCESS) return rc;
+    mark_t *mk = calloc(1, sizeof *mk);
+    if (!mk) return MPI_ERR_NO_MEM;
+    mk->magic = MARK_MAGIC;
+    mk->cookie = cookie;
+    mk->nbytes = GDTE_IPO_MARK_BYTES;
+    mk->how = HOW_INLINE;
+    if (req) {
+        /* The marker buffer must outlive the application's request: a copy kept until the
+         * MPI is done with an internal twin is not possible, so the request's own buffer is
+         * the one freed when the request completes (a record with fini). */
+        rc = next_mark_send(mode, mk, dest, tag, comm, req);
+        if (rc != MPI_SUCCESS) {
+            free(mk);
+            return rc;
+        }
+        gdte_ipo_req_t *r = gdte_ipo_req_new();
+        if (!r) return MPI_SUCCESS; /* the marker leaks; the message is right */
+        r->handle = *req;
+        r->active = 1;
+        r->kind = GDTE_IPO_HOST;
+        r->comm = comm;
+        r->dt = MPI_DATATYPE_NULL;
+        r->ctx = mk;
+        r->finish = send_finish;
+        r->fini = free_ctx;
+        gdte_ipo_req_insert(r);
+        return MPI_SUCCESS;
+    }
+    rc = next_mark_send(mode, mk, dest, tag, comm, NULL);
+    free(mk);
+    return rc;
+}
+
+int gdte_ipo_node_send_host(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                            MPI_Comm comm, MPI_Request *req, int *rc_p)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc || !is_peer(nc, dest)) return 0;
+    int size = 0;
+    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS || (int64_t)size * count != GDTE_IPO_MARK_BYTES) return 0;
+    unsigned char bytes[GDTE_IPO_MARK_BYTES];
+    int pos = 0;
+    int rc = PMPI_Pack(buf, count, dt, bytes, (int)sizeof bytes, &pos, comm);
+    if (rc == MPI_SUCCESS) rc = send_inline(mode, nc, bytes, dest, tag, comm, req);
+    *rc_p = rc;
+    return 1;
+}
+
+/* Persistent sends of exactly a marker's size: the MPI's persistent request sends the marker
+ * kept in r->ctx; each start gives it a new cookie and announces the bytes. */
+typedef struct node_pers {
+    mark_t mk;
+    node_comm_t *nc;
+    int dest, tag;
+    MPI_Datatype dt; /* host buffers: packed by the MPI */
+} node_pers_t;
+
+int gdte_ipo_node_persistent_init(gdte_ipo_req_t *r, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
+                                  int dest, int tag, MPI_Comm comm, void **marker_p)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc || !is_peer(nc, dest)) return 0;
+    int size = 0;
+    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS || (int64_t)size * count != GDTE_IPO_MARK_BYTES) return 0;
+    node_pers_t *p = calloc(1, sizeof *p);
+    if (!p) return 0;
+    p->mk.magic = MARK_MAGIC;
+    p->mk.nbytes = GDTE_IPO_MARK_BYTES;
+    p->mk.how = HOW_INLINE;
+    p->nc = nc;
+    p->dest = dest;
+    p->tag = tag;
+    p->dt = dt;
+    r->ctx = p;
+    r->fini = free_ctx;
+    r->user = (void *)buf;
+    r->count = count;
+    r->kind = kind;
+    r->comm = comm;
+    *marker_p = &p->mk;
+    return 1;
+}
+
+int gdte_ipo_node_persistent_start(gdte_ipo_req_t *r)
+{
+    node_pers_t *p = r->ctx;
+    unsigned char bytes[GDTE_IPO_MARK_BYTES];
+    int rc = MPI_SUCCESS;
+    if (r->kind == GDTE_IPO_HOST) {
+        int pos = 0;
+        rc = PMPI_Pack(r->user, r->count, p->dt, bytes, (int)sizeof bytes, &pos, r->comm);
+    } else {
+        gdte_status_t st = gdte_xfer_pack_to_host(r->user, r->count, r->type, r->kind == GDTE_IPO_FAKE, bytes, 0,
+                                                  GDTE_IPO_MARK_BYTES);
+        if (st != GDTE_OK) return gdte_ipo_fail(r->comm, "MPI_Start", st);
+    }
+    if (rc != MPI_SUCCESS) return rc;
+    p->mk.cookie = atomic_fetch_add(&next_cookie, 1);
+    return post_announcement(p->nc, p->dest, p->tag, p->mk.cookie, GDTE_IPO_MARK_BYTES, bytes);
+}
+
+/* The shape the receiver reads: the user's layout when it is dense or one stride, else a packed
+ * copy in device staging. */
+static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, int fake, int64_t nbytes, mark_t *mk,
+                                node_send_t *s, const void **first)
+{
+    gdte_layout_t L;
+    gdte_status_t st = gdte_engine_layout(type, count, &L);
+    if (st != GDTE_OK) return st;
+    const char *u = (const char *)((uintptr_t)buf + (uintptr_t)L.disp);
+    if (L.kind == GDTE_LAYOUT_KIND_CONTIG && L.total == nbytes) {
+        mk->shape = SHAPE_CONTIG;
+        *first = u;
+        return GDTE_OK;
+    }
+    if (L.kind == GDTE_LAYOUT_KIND_STRIDED && L.ndims == 1 && L.stride[0] > L.blocklen && L.total == nbytes) {
+        mk->shape = SHAPE_ROWS;
+        mk->rows = L.count[0];
+        mk->width = L.blocklen;
+        mk->pitch = L.stride[0];
+        *first = u;
+        return GDTE_OK;
+    }
+    if ((st = gdte_stage_acquire(GDTE_STAGE_DEVICE, fake, (size_t)nbytes, &s->stage)) != GDTE_OK) return st;
+    if ((st = gdte_xfer_pack_stage(buf, count, type, fake, s->stage, nbytes)) != GDTE_OK) return st;
+    mk->shape = SHAPE_CONTIG;
+    *first = s->stage->ptr;
+    return GDTE_OK;
+}
+
+int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
+                              int dest, int tag, MPI_Comm comm, MPI_Request *req, int *rc_p)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc || !is_peer(nc, dest)) return 0;
+    const char *fn = req ? "MPI_Isend" : "MPI_Send";
+    gdte_type_h type;
+    int64_t nbytes;
+    gdte_status_t st = gdte_ipo_type(dt, count, &type, &nbytes);
+    if (st != GDTE_OK) {
+        *rc_p = gdte_ipo_fail(comm, fn, st);
+        return 1;
+    }
+    int fake = kind == GDTE_IPO_FAKE;
+    if (nbytes == GDTE_IPO_MARK_BYTES) {
+        unsigned char bytes[GDTE_IPO_MARK_BYTES];
+        st = gdte_xfer_pack_to_host(buf, count, type, fake, bytes, 0, nbytes);
+        *rc_p = st != GDTE_OK ? gdte_ipo_fail(comm, fn, st) : send_inline(mode, nc, bytes, dest, tag, comm, req);
+        return 1;
+    }
+    /* Buffered sends complete without the receiver: they keep the MPI_PACKED path. Small
+     * messages too (the copy engines move them faster than a kernel on the receiver). */
+    if (mode == GDTE_IPO_BUFFERED || nbytes < GDTE_IPO_MARK_BYTES) return 0;
+    if (ipc_min ? nbytes < ipc_min : (!fake && gdte_xfer_copy_engine_fits(type, count, nbytes))) return 0;
+
+    isends_reap(0);
+    node_send_t *s = calloc(1, sizeof *s);
+    mark_t *mk = calloc(1, sizeof *mk);
+    gdte_ipo_req_t *r = gdte_ipo_req_new();
+    int rc = MPI_SUCCESS;
+    if (!s || !mk || !r) {
+        free(s);
+        free(mk);
+        if (r) gdte_ipo_req_destroy(r);
+        *rc_p = gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
+        return 1;
+    }
+    const void *first = NULL;
+    st = send_shape(buf, count, type, fake, nbytes, mk, s, &first);
+    if (st == GDTE_OK && !fake) st = export_ptr(first, &mk->handle, &mk->offset);
+    if (st != GDTE_OK) {
+        if (s->stage) gdte_stage_release(s->stage);
+        free(s);
+        free(mk);
+        gdte_ipo_req_destroy(r);
+        *rc_p = gdte_ipo_fail(comm, fn, st);
+        return 1;
+    }
+    uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
+    mk->magic = MARK_MAGIC;
+    mk->cookie = cookie;
+    mk->nbytes = nbytes;
+    mk->how = HOW_IPC;
+    mk->fin_tag = (int)(1 + cookie % (uint64_t)(tag_ub > 1 ? tag_ub - 1 : 1));
+    mk->pid = (int64_t)getpid();
+    mk->addr = (uint64_t)(uintptr_t)first;
+    gdte_type_retain(type);
+    s->type = type;
+    /* The FIN receive is the application's request: it completes when the receiver has copied
+     * the data, which is when the user's buffer may be reused. */
+    MPI_Request fin;
+    rc = PMPI_Irecv(NULL, 0, MPI_BYTE, nc->world[dest], mk->fin_tag, fin_comm, &fin);
+    if (rc == MPI_SUCCESS) rc = post_announcement(nc, dest, tag, cookie, nbytes, NULL);
+    if (rc == MPI_SUCCESS) rc = isend_owned(mk, GDTE_IPO_MARK_BYTES, dest, tag, comm), mk = NULL;
+    if (rc != MPI_SUCCESS) {
+        free(mk);
+        send_fini(&(gdte_ipo_req_t){.ctx = s});
+        gdte_ipo_req_destroy(r);
+        *rc_p = rc;
+        return 1;
+    }
+    gdte_ipo_cnt_g.node_sends++;
+    gdte_ipo_cnt_g.bytes_packed += nbytes;
+    gdte_debug("%s: %lld bytes of device data to a process of this node, GPU to GPU (%s)", fn, (long long)nbytes,
+               s->stage ? "packed copy" : "user layout");
+    r->handle = fin;
+    r->active = 1;
+    r->kind = kind;
+    r->comm = comm;
+    r->dt = MPI_DATATYPE_NULL;
+    r->ctx = s;
+    r->finish = send_finish;
+    r->fini = send_fini;
+    r->node_send = 1;
+    if (req) {
+        *req = fin;
+        gdte_ipo_req_insert(r);
+        *rc_p = MPI_SUCCESS;
+        return 1;
+    }
+    gdte_ipo_node_block(1, &fin, 0); /* finishing our own marker receives meanwhile */
+    rc = PMPI_Wait(&fin, MPI_STATUS_IGNORE);
+    gdte_ipo_req_destroy(r);
+    *rc_p = rc;
+    return 1;
+}
+
+/* ---- the receiver ---- */
+/* The announcement of `cookie` from `src` (tag `tag`), waited for on the shadow (it was sent
+ * before its marker). Unlinked and returned; the caller frees it. */
+static ann_t *ann_fetch(node_comm_t *nc, int src, int tag)
+{
+    ann_t *a = calloc(1, sizeof *a);
+    unsigned char buf[ANN_MAX];
+    MPI_Status st;
+    if (!a || PMPI_Recv(buf, ANN_MAX, MPI_BYTE, src, tag, nc->shadow, &st) != MPI_SUCCESS) {
+        free(a);
+        return NULL;
+    }
+    ann_hdr_t h;
+    memcpy(&h, buf, sizeof h);
+    a->src = src;
+    a->tag = tag;
+    a->cookie = h.cookie;
+    a->nbytes = h.nbytes;
+    int got = 0;
+    PMPI_Get_count(&st, MPI_BYTE, &got);
+    if (got > (int)sizeof h) memcpy(a->data, buf + sizeof h, (size_t)(got - (int)sizeof h));
+    /* Appended: per (src, tag) the list keeps the sender's order. */
+    ann_t **pp = &nc->anns, *prev = NULL;
+    while (*pp) prev = *pp, pp = &(*pp)->next;
+    a->prev = prev;
+    *pp = a;
+    return a;
+}
+
+/* The announcement of `cookie` from `src` (tag `tag`), waited for on the shadow (it was sent
+ * before its marker). Unlinked and returned; the caller frees it. */
+static ann_t *take_announcement(node_comm_t *nc, int src, int tag, uint64_t cookie)
+{
+    pthread_mutex_lock(&node_lock);
+    ann_t *a = nc->anns;
+    while (a && !(a->src == src && a->cookie == cookie)) a = a->next;
+    while (!a) {
+        a = ann_fetch(nc, src, tag);
+        if (!a) break;
+        if (a->cookie != cookie) a = NULL;
+    }
+    if (a) {
+        if (a->prev) a->prev->next = a->next;
+        else nc->anns = a->next;
+        if (a->next) a->next->prev = a->prev;
+    }
+    pthread_mutex_unlock(&node_lock);
+    return a;
+}
+
+/* Mapped peer allocations, by (peer, handle). */
+typedef struct map_key {
+    int peer;
+    gdte_gpu_ipc_handle_t h;
+} map_key_t;
+typedef struct map_ent {
+    map_key_t key;
+    void *base;
+    UT_hash_handle hh;
+} map_ent_t;
+static map_ent_t *maps;
+static int nmaps;
+#define MAPS_MAX 512
+
+static gdte_status_t map_peer(int peer, const gdte_gpu_ipc_handle_t *h, void **base_p)
+{
+    map_key_t k;
+    memset(&k, 0, sizeof k);
+    k.peer = peer;
+    k.h = *h;
+    pthread_mutex_lock(&node_lock);
+    map_ent_t *e;
+    HASH_FIND(hh, maps, &k, sizeof k, e);
+    if (e) {
+        *base_p = e->base;
+        pthread_mutex_unlock(&node_lock);
+        return GDTE_OK;
+    }
+    if (nmaps >= MAPS_MAX) { /* the oldest mapping goes */
+        map_ent_t *old = maps;
+        HASH_DEL(maps, old);
+        gdte_gpu_ipc_close(old->base);
+        free(old);
+        nmaps--;
+    }
+    void *base = NULL;
+    gdte_status_t st = gdte_gpu_ipc_open(h, &base);
+    if (st == GDTE_OK && (e = calloc(1, sizeof *e)) != NULL) {
+        e->key = k;
+        e->base = base;
+        HASH_ADD(hh, maps, key, sizeof e->key, e);
+        nmaps++;
+    }
+    pthread_mutex_unlock(&node_lock);
+    *base_p = base;
+    return st;
+}
+
+/* Fake device: the sender's bytes read with process_vm_readv into `dst` (n packed bytes). */
+static gdte_status_t fake_read(const mark_t *mk, void *dst, int64_t n)
+{
+    pid_t pid = (pid_t)mk->pid;
+    if (mk->shape == SHAPE_CONTIG) {
+        struct iovec l = {dst, (size_t)n}, r = {(void *)(uintptr_t)mk->addr, (size_t)n};
+        return process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)n ? GDTE_OK : GDTE_ERR_TRANSPORT;
+    }
+    int64_t done = 0;
+    for (int64_t row = 0; done < n; row++) {
+        size_t w = (size_t)(mk->width < n - done ? mk->width : n - done);
+        struct iovec l = {(char *)dst + done, w}, r = {(void *)(uintptr_t)(mk->addr + (uint64_t)(row * mk->pitch)), w};
+        if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)w) return GDTE_ERR_TRANSPORT;
+        done += (int64_t)w;
+    }
+    return GDTE_OK;
+}
+
+static gdte_status_t ensure_stream(void)
+{
+    if (node_stream) return GDTE_OK;
+    pthread_mutex_lock(&node_lock);
+    gdte_status_t st = node_stream ? GDTE_OK : gdte_gpu_stream_create(&node_stream);
+    pthread_mutex_unlock(&node_lock);
+    return st;
+}
+
+/* Bytes [0, n) of the sender's message into (user, count, type): one kernel (or copy) from the
+ * peer's memory where the shapes allow, else the packed bytes through a local buffer. */
+static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user, int count, gdte_type_h type,
+                          gdte_ipo_kind_t kind)
+{
+    if (n == 0) return GDTE_OK;
+    gdte_status_t st;
+    if (fake_mode && kind != GDTE_IPO_DEVICE) {
+        /* Host memory on both sides (the fake device, or a host receive): read, then unpack. */
+        void *tmp = malloc((size_t)n);
+        if (!tmp) return GDTE_ERR_NO_MEMORY;
+        st = fake_read(mk, tmp, n);
+        if (st == GDTE_OK) {
+            gdte_pack_params_t p = {.field_mask = 0, .flags = GDTE_PACK_FLAG_HOST};
+            st = kind == GDTE_IPO_FAKE ? gdte_xfer_unpack_from_host(tmp, 0, n, user, count, type, 1)
+                                       : gdte_unpack(tmp, n, user, count, type, &p, NULL);
+        }
+        free(tmp);
+        return st;
+    }
+    void *base = NULL;
+    if ((st = map_peer(src_world, &mk->handle, &base)) != GDTE_OK) return st;
+    if ((st = ensure_stream()) != GDTE_OK) return st;
+    const char *remote = (const char *)base + mk->offset;
+    gdte_layout_t Ls;
+    memset(&Ls, 0, sizeof Ls);
+    Ls.total = mk->nbytes;
+    if (mk->shape == SHAPE_CONTIG) {
+        Ls.kind = GDTE_LAYOUT_KIND_CONTIG;
+        Ls.ndims = 0;
+        Ls.blocklen = mk->nbytes;
+    } else {
+        Ls.kind = GDTE_LAYOUT_KIND_STRIDED;
+        Ls.ndims = 1;
+        Ls.count[0] = mk->rows;
+        Ls.stride[0] = mk->pitch;
+        Ls.blocklen = mk->width;
+    }
+    int a = 16;
+    while (a > 1 && (((uintptr_t)remote | (uintptr_t)Ls.blocklen | (uintptr_t)(Ls.ndims ? Ls.stride[0] : 0)) % a)) a >>= 1;
+    Ls.align = a;
+    if (kind == GDTE_IPO_DEVICE) {
+        gdte_layout_t Ld;
+        st = gdte_engine_layout(type, count, &Ld);
+        if (st == GDTE_OK && (Ld.kind == GDTE_LAYOUT_KIND_CONTIG || Ld.kind == GDTE_LAYOUT_KIND_STRIDED)) {
+            st = gdte_gpu_exec_copy(&Ls, remote, &Ld, user, 0, n, node_stream, 0);
+        } else if (st == GDTE_OK && mk->shape == SHAPE_CONTIG) {
+            gdte_pack_params_t p = {.field_mask = GDTE_PACK_FIELD_STREAM, .stream = node_stream,
+                                    .flags = GDTE_PACK_FLAG_ASYNC};
+            st = gdte_unpack(remote, n, user, count, type, &p, NULL);
+        } else if (st == GDTE_OK) {
+            gdte_stage_t *tmp = NULL;
+            st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)n, &tmp);
+            if (st == GDTE_OK) st = gdte_gpu_exec(&Ls, GDTE_DIR_PACK, (void *)remote, tmp->ptr, 0, n, node_stream, 0);
+            if (st == GDTE_OK) {
+                gdte_pack_params_t p = {.field_mask = GDTE_PACK_FIELD_STREAM, .stream = node_stream,
+                                        .flags = GDTE_PACK_FLAG_ASYNC};
+                st = gdte_unpack(tmp->ptr, n, user, count, type, &p, NULL);
+            }
+            gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+            if (st == GDTE_OK) st = s2;
+            if (tmp) gdte_stage_release(tmp);
+            return st;
+        }
+        gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+        return st != GDTE_OK ? st : s2;
+    }
+    /* A host receive of a device message: the packed bytes through pinned staging. */
+    gdte_stage_t *h = NULL;
+    if ((st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)n, &h)) != GDTE_OK) return st;
+    if (mk->shape == SHAPE_CONTIG) {
+        st = gdte_gpu_memcpy_async(h->ptr, remote, (size_t)n, node_stream);
+    } else {
+        int64_t full = n / mk->width, rest = n % mk->width;
+        st = full ? gdte_gpu_memcpy2d_async(h->ptr, (size_t)mk->width, remote, (size_t)mk->pitch, (size_t)mk->width,
+                                            (size_t)full, node_stream)
+                  : GDTE_OK;
+        if (st == GDTE_OK && rest)
+            st = gdte_gpu_memcpy_async((char *)h->ptr + full * mk->width, remote + full * mk->pitch, (size_t)rest,
+                                       node_stream);
+    }
+    gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+    if (st == GDTE_OK) st = s2;
+    if (st == GDTE_OK) {
+        gdte_pack_params_t p = {.field_mask = 0, .flags = GDTE_PACK_FLAG_HOST};
+        st = gdte_unpack(h->ptr, n, user, count, type, &p, NULL);
+    }
+    gdte_stage_release(h);
+    return st;
+}
+
+/* Read the marker a receive got: from `landing` (scratch or staging: contiguous), or from the
+ * user's host buffer (the first GDTE_IPO_MARK_BYTES of its packed stream). */
+static gdte_status_t read_marker(const void *landing, const void *user, int count, MPI_Datatype dt, mark_t *mk)
+{
+    if (landing) {
+        memcpy(mk, landing, sizeof *mk);
+        return GDTE_OK;
+    }
+    gdte_type_h t;
+    int64_t n;
+    gdte_status_t st = gdte_ipo_type(dt, count, &t, &n);
+    if (st != GDTE_OK) return st;
+    gdte_pack_params_t p = {.field_mask = GDTE_PACK_FIELD_MAX_BYTES, .max_bytes = GDTE_IPO_MARK_BYTES,
+                            .flags = GDTE_PACK_FLAG_HOST};
+    return gdte_pack(user, count, t, mk, GDTE_IPO_MARK_BYTES, &p, NULL);
+}
+
+int gdte_ipo_node_marker_cookie(const void *landing, const void *user, int count, MPI_Datatype dt, uint64_t *cookie)
+{
+    mark_t mk;
+    if (read_marker(landing, user, count, dt, &mk) != GDTE_OK || mk.magic != MARK_MAGIC) return 0;
+    *cookie = mk.cookie;
+    return 1;
+}
+
+/* A receive matched a marker: deliver the message, answer the sender, state the status. */
+int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt,
+                              gdte_ipo_kind_t kind, int64_t posted, const void *landing, MPI_Status *st)
+{
+    node_comm_t *nc = comm_info(comm);
+    mark_t mk;
+    gdte_status_t s = read_marker(landing, user, count, dt, &mk);
+    if (s == GDTE_OK && mk.magic != MARK_MAGIC) s = GDTE_ERR_INTERNAL;
+    if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
+    int src = st->MPI_SOURCE, tag = st->MPI_TAG;
+    ann_t *a = take_announcement(nc, src, tag, mk.cookie);
+    gdte_type_h type = NULL;
+    int64_t tbytes = 0;
+    s = gdte_ipo_type(dt, count, &type, &tbytes);
+    int64_t n = mk.nbytes < posted ? mk.nbytes : posted;
+    if (s == GDTE_OK && !a) s = GDTE_ERR_TRANSPORT;
+    if (s == GDTE_OK && mk.how == HOW_INLINE) {
+        if (kind == GDTE_IPO_HOST) {
+            gdte_pack_params_t p = {.field_mask = 0, .flags = GDTE_PACK_FLAG_HOST};
+            s = n ? gdte_unpack(a->data, n, user, count, type, &p, NULL) : GDTE_OK;
+        } else {
+            s = n ? gdte_xfer_unpack_from_host(a->data, 0, n, user, count, type, kind == GDTE_IPO_FAKE) : GDTE_OK;
+        }
+    } else if (s == GDTE_OK) {
+        s = pull(&mk, nc->world[src], n, user, count, type, kind);
+        /* The sender waits for this whatever happened here. */
+        void *none = malloc(1);
+        if (none) isend_owned(none, 0, nc->world[src], mk.fin_tag, fin_comm);
+        gdte_ipo_cnt_g.node_recvs++;
+    }
+    free(a);
+    if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
+    gdte_ipo_cnt_g.bytes_unpacked += n;
+    /* The status the message would have had: its size in the user's type, truncation when the
+     * receive was shorter. */
+    if (mk.nbytes > posted) {
+        PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)mk.nbytes);
+        return gdte_ipo_truncated(comm, st);
+    }
+    gdte_ipo_status_bytes(st, dt, type, n);
+    return MPI_SUCCESS;
+}
+
+/* ---- probes ---- */
+typedef struct scan {
+    int src, tag;
+    uint64_t *skip;
+    int nskip, cap;
+} scan_t;
+
+/* A pending receive of `comm` that the MPI completed with a marker of (src, tag): its cookie is
+ * one a probe must skip. */
+static void scan_one(gdte_ipo_req_t *r, void *arg)
+{
+    scan_t *s = arg;
+    MPI_Status st;
+    int flag = 0;
+    if (!r->is_recv || !r->active || r->unpacked || PMPI_Request_get_status(r->handle, &flag, &st) != MPI_SUCCESS || !flag) return;
+    if (st.MPI_SOURCE != s->src || st.MPI_TAG != s->tag || !gdte_ipo_node_is_marker(r->comm, &st)) return;
+    uint64_t c;
+    if (!gdte_ipo_node_marker_cookie(r->node_landing, r->user, r->count, r->dt, &c)) return;
+    if (s->nskip == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        uint64_t *p = realloc(s->skip, sizeof *p * (size_t)cap);
+        if (!p) return;
+        s->skip = p;
+        s->cap = cap;
+    }
+    s->skip[s->nskip++] = c;
+}
+
+void gdte_ipo_node_probe_fix(MPI_Comm comm, MPI_Status *st)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc || !gdte_ipo_node_is_marker(comm, st)) return;
+    scan_t s = {st->MPI_SOURCE, st->MPI_TAG, NULL, 0, 0};
+    gdte_ipo_req_scan(comm, scan_one, &s);
+    pthread_mutex_lock(&node_lock);
+    int64_t nbytes = -1;
+    for (ann_t *a = nc->anns;; a = a->next) {
+        if (!a && !(a = ann_fetch(nc, s.src, s.tag))) break; /* not here yet: from the shadow */
+        if (a->src != s.src || a->tag != s.tag) continue;
+        int skip = 0;
+        for (int i = 0; i < s.nskip && !skip; i++) skip = s.skip[i] == a->cookie;
+        if (!skip) {
+            nbytes = a->nbytes;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&node_lock);
+    free(s.skip);
+    if (nbytes >= 0) PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)nbytes);
+}
