@@ -356,6 +356,17 @@ section_mpi() {
 # The random nested-type MPI program (tests/mpi/random_test) on cudaMalloc buffers through the
 # interposer, every pairing of host and device buffers: DEVICE_MPI_RANDOM_CASES cases (default
 # 8000: about 2000 per pairing), two seeds, the second with small fragments.
+# The MPI GPU tests again through the node path (GDTE_MPI_IPC=1; off by default).
+section_mpi_node() {
+  mpi_build || return
+  local log="$OUT/mpi_node.log" res rc
+  (cd "$MPI_BUILD" && GDTE_MPI_IPC=1 ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-120}") >"$log" 2>&1
+  rc=$?
+  res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
+  [ $rc -eq 0 ] && record mpi_node ok "GDTE_MPI_IPC=1: $res" || record mpi_node FAIL "GDTE_MPI_IPC=1: $res"
+  grep -E "Passed|Failed|Timeout" "$log" | tail -20
+}
+
 section_mpi_random() {
   mpi_build || return
   local log="$OUT/mpi_random.log" cases=${DEVICE_MPI_RANDOM_CASES:-8000}
@@ -460,6 +471,9 @@ section_bench_mpi() {
     esac
   }
   mpibench_run plain "$MPI_BUILD/bench/mpi/mpibench" mpirun -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
+  # The node path (GDTE_MPI_IPC=1): device messages GPU to GPU with MPI carrying markers.
+  mpibench_run plain-node "$MPI_BUILD/bench/mpi/mpibench" mpirun -x GDTE_MPI_IPC=1 \
+    -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
   # packbatch: K boxes packed with MPI_Pack into one device buffer and sent (plain MPI).
   timeout 300 mpirun -np 2 --oversubscribe --bind-to none -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
     -x GDTETEST_COMMIT "$MPI_BUILD/bench/mpi/packbatch" --mem device --sizes 64,128,256 --iters 50 --warmup 5 \
