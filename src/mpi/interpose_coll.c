@@ -1,0 +1,705 @@
+/*
+ * Collectives on device buffers: Alltoall(v,w), Neighbor_alltoall(v,w), Neighbor_allgather(v),
+ * Allgather(v), Gather(v), Scatter(v), Bcast, blocking and nonblocking.
+ *
+ * A collective has two sides on each process, what it sends and what it receives, each cut
+ * into blocks (one per peer, or one). A side whose bytes are all host memory goes to the MPI as
+ * the application gave it. A side in device memory is staged: every block of it is imported
+ * (gdte type and packed size), the blocks are laid end to end in one staging buffer (pinned host
+ * memory, or device memory over a GPU-aware MPI), and the side is handed to the MPI as bytes:
+ * the same collective with MPI_BYTE counts and byte displacements into the staging (the w forms
+ * keep their w form, with MPI_BYTE for every block), so that a process whose buffers are on the
+ * host and one whose buffers are on the device still call the same collective with matching
+ * byte counts. The send side is packed by ONE batched launch over all its blocks
+ * (gdte_gpu_exec_batch; the host executor's batch on the fake device) before the MPI's call,
+ * the receive side unpacked by one after it (at completion for a nonblocking call: the MPI's
+ * own request goes to the application, with a record whose finish hook unpacks).
+ *
+ * MPI_IN_PLACE: the receive side stands in for the send side; the blocks the MPI reads from it
+ * are packed first (all of them for the alltoall forms, this process's own for Allgather(v)),
+ * and blocks the MPI leaves alone are not unpacked (the root's own block of an in-place
+ * Gather(v)). Errors go through the communicator's handler: a side that is partly host and
+ * partly device memory is MPI_ERR_BUFFER, byte counts or displacements that do not fit an int
+ * are MPI_ERR_COUNT, before anything is sent.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "interpose_coll.h"
+#include "import.h"
+#include "engine/engine.h"
+#include "gpu/gpu.h"
+#include "kernels/devplan.h"
+#include "kernels/kernels.h"
+#include "util/util.h"
+
+gdte_coll_next_t gdte_coll_next_g;
+
+/* See interpose_core.c for why the next definition rather than PMPI_x. */
+__attribute__((constructor)) static void coll_resolve_next(void)
+{
+#define GDTE_X_COLL_RESOLVE(name)                                                              \
+    gdte_coll_next_g.name = (__typeof__(gdte_coll_next_g.name))dlsym(RTLD_NEXT, "MPI_" #name); \
+    if (!gdte_coll_next_g.name) gdte_coll_next_g.name = PMPI_##name;
+    GDTE_COLL_NEXT_LIST(GDTE_X_COLL_RESOLVE)
+#undef GDTE_X_COLL_RESOLVE
+}
+
+static _Atomic int64_t n_calls, n_bytes_packed, n_bytes_unpacked;
+
+int64_t gdte_ipo_coll_counter(const char *name)
+{
+    if (!strcmp(name, "coll_calls")) return n_calls;
+    if (!strcmp(name, "coll_bytes_packed")) return n_bytes_packed;
+    if (!strcmp(name, "coll_bytes_unpacked")) return n_bytes_unpacked;
+    if (!strcmp(name, "coll_pack_launches")) return gdte_exec_batch_count(GDTE_DIR_PACK);
+    if (!strcmp(name, "coll_unpack_launches")) return gdte_exec_batch_count(GDTE_DIR_UNPACK);
+    return -1;
+}
+
+static const char *const op_names[GDTE_COLL_OPS_][2] = {
+    {"MPI_Alltoall", "MPI_Ialltoall"},
+    {"MPI_Alltoallv", "MPI_Ialltoallv"},
+    {"MPI_Alltoallw", "MPI_Ialltoallw"},
+    {"MPI_Neighbor_alltoall", "MPI_Ineighbor_alltoall"},
+    {"MPI_Neighbor_alltoallv", "MPI_Ineighbor_alltoallv"},
+    {"MPI_Neighbor_alltoallw", "MPI_Ineighbor_alltoallw"},
+    {"MPI_Neighbor_allgather", "MPI_Ineighbor_allgather"},
+    {"MPI_Neighbor_allgatherv", "MPI_Ineighbor_allgatherv"},
+    {"MPI_Allgather", "MPI_Iallgather"},
+    {"MPI_Allgatherv", "MPI_Iallgatherv"},
+    {"MPI_Gather", "MPI_Igather"},
+    {"MPI_Gatherv", "MPI_Igatherv"},
+    {"MPI_Scatter", "MPI_Iscatter"},
+    {"MPI_Scatterv", "MPI_Iscatterv"},
+    {"MPI_Bcast", "MPI_Ibcast"},
+};
+
+/* ---- the MPI's own call, each side either as given or as bytes in staging ---- */
+typedef gdte_coll_side_args_t eff_t;
+
+static int call_mpi(const gdte_coll_args_t *a, const eff_t *s, const eff_t *r)
+{
+    MPI_Comm c = a->comm;
+    MPI_Request *q = a->req;
+    switch (a->op) {
+#define A2A(fn, ifn) (q ? COLL_NEXT(ifn)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c, q) \
+                        : COLL_NEXT(fn)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c))
+    case GDTE_COLL_ALLTOALL: return A2A(Alltoall, Ialltoall);
+    case GDTE_COLL_NALLTOALL: return q ? COLL_NEXT(Ineighbor_alltoall)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c, q)
+                                       : COLL_NEXT(Neighbor_alltoall)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c);
+    case GDTE_COLL_ALLGATHER: return A2A(Allgather, Iallgather);
+    case GDTE_COLL_NALLGATHER: return q ? COLL_NEXT(Ineighbor_allgather)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c, q)
+                                        : COLL_NEXT(Neighbor_allgather)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c);
+#undef A2A
+    case GDTE_COLL_ALLTOALLV:
+        return q ? COLL_NEXT(Ialltoallv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->counts, r->displs, r->type, c, q)
+                 : COLL_NEXT(Alltoallv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->counts, r->displs, r->type, c);
+    case GDTE_COLL_NALLTOALLV:
+        return q ? COLL_NEXT(Ineighbor_alltoallv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->counts, r->displs,
+                                                  r->type, c, q)
+                 : COLL_NEXT(Neighbor_alltoallv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->counts, r->displs,
+                                                 r->type, c);
+    case GDTE_COLL_ALLTOALLW:
+        return q ? COLL_NEXT(Ialltoallw)(s->buf, s->counts, s->displs, s->types, (void *)r->buf, r->counts, r->displs, r->types, c, q)
+                 : COLL_NEXT(Alltoallw)(s->buf, s->counts, s->displs, s->types, (void *)r->buf, r->counts, r->displs, r->types, c);
+    case GDTE_COLL_NALLTOALLW:
+        return q ? COLL_NEXT(Ineighbor_alltoallw)(s->buf, s->counts, s->adispls, s->types, (void *)r->buf, r->counts,
+                                                  r->adispls, r->types, c, q)
+                 : COLL_NEXT(Neighbor_alltoallw)(s->buf, s->counts, s->adispls, s->types, (void *)r->buf, r->counts,
+                                                 r->adispls, r->types, c);
+    case GDTE_COLL_ALLGATHERV:
+        return q ? COLL_NEXT(Iallgatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, c, q)
+                 : COLL_NEXT(Allgatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, c);
+    case GDTE_COLL_NALLGATHERV:
+        return q ? COLL_NEXT(Ineighbor_allgatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, c, q)
+                 : COLL_NEXT(Neighbor_allgatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, c);
+    case GDTE_COLL_GATHER:
+        return q ? COLL_NEXT(Igather)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, a->root, c, q)
+                 : COLL_NEXT(Gather)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, a->root, c);
+    case GDTE_COLL_GATHERV:
+        return q ? COLL_NEXT(Igatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, a->root, c, q)
+                 : COLL_NEXT(Gatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, a->root, c);
+    case GDTE_COLL_SCATTER:
+        return q ? COLL_NEXT(Iscatter)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, a->root, c, q)
+                 : COLL_NEXT(Scatter)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, a->root, c);
+    case GDTE_COLL_SCATTERV:
+        return q ? COLL_NEXT(Iscatterv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->count, r->type, a->root, c, q)
+                 : COLL_NEXT(Scatterv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->count, r->type, a->root, c);
+    case GDTE_COLL_BCAST: /* one buffer: the caller passes it as `r` */
+        return q ? COLL_NEXT(Ibcast)((void *)r->buf, r->count, r->type, a->root, c, q)
+                 : COLL_NEXT(Bcast)((void *)r->buf, r->count, r->type, a->root, c);
+    default: return MPI_ERR_INTERN;
+    }
+}
+
+int gdte_ipo_coll_next(const gdte_coll_args_t *a) { return call_mpi(a, &a->s, &a->r); }
+
+/* ---- communicators ---- */
+static int comm_inter(MPI_Comm c)
+{
+    int inter = 0;
+    return PMPI_Comm_test_inter(c, &inter) == MPI_SUCCESS && inter;
+}
+
+/* The processes a collective exchanges blocks with: the remote group on an intercommunicator. */
+static int comm_peers(MPI_Comm c)
+{
+    int n = 0;
+    if ((comm_inter(c) ? PMPI_Comm_remote_size(c, &n) : PMPI_Comm_size(c, &n)) != MPI_SUCCESS) return -1;
+    return n;
+}
+
+static int comm_rank(MPI_Comm c)
+{
+    int r = -1;
+    PMPI_Comm_rank(c, &r);
+    return r;
+}
+
+/* Neighbours of a topology: the blocks of a neighborhood collective. -1: no topology. */
+static int topo_degrees(MPI_Comm c, int *in, int *out)
+{
+    int topo = MPI_UNDEFINED, nd = 0, w = 0;
+    *in = *out = 0;
+    if (PMPI_Topo_test(c, &topo) != MPI_SUCCESS) return -1;
+    if (topo == MPI_CART && PMPI_Cartdim_get(c, &nd) == MPI_SUCCESS) {
+        *in = *out = 2 * nd;
+    } else if (topo == MPI_GRAPH && PMPI_Graph_neighbors_count(c, comm_rank(c), &nd) == MPI_SUCCESS) {
+        *in = *out = nd;
+    } else if (topo == MPI_DIST_GRAPH && PMPI_Dist_graph_neighbors_count(c, in, out, &w) == MPI_SUCCESS) {
+        return 0;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- sides ---- */
+typedef struct blk {
+    char *buf; /* where the block starts in the user's buffer */
+    int count;
+    MPI_Datatype dt;
+    gdte_type_h type; /* retained while the side lives */
+    int64_t nbytes, off;
+    int null; /* an MPI_PROC_NULL neighbour: laid out, never moved */
+} blk_t;
+
+typedef enum { FORM_UNIFORM = 0, FORM_V, FORM_W, FORM_WA } form_t;
+
+typedef struct side {
+    int involved; /* the MPI touches this side's buffer on this process */
+    int nb;
+    form_t form;
+    blk_t *b;
+    gdte_ipo_kind_t kind;
+    gdte_stage_t *stage;
+    char *base; /* where the blocks lie in the staging (a receive: before the guard page) */
+    int64_t total;
+    int ubytes;     /* FORM_UNIFORM: bytes per block */
+    int *bcounts;   /* the others: bytes per block, */
+    int *bdispls;   /* byte displacements (FORM_V, FORM_W), */
+    MPI_Aint *adispls; /* (FORM_WA) */
+    MPI_Datatype *btypes; /* and MPI_BYTE per block (FORM_W, FORM_WA) */
+} side_t;
+
+static void side_free(side_t *sd)
+{
+    if (sd->b)
+        for (int i = 0; i < sd->nb; i++)
+            if (sd->b[i].type) gdte_type_release(sd->b[i].type);
+    if (sd->stage) gdte_stage_release(sd->stage);
+    free(sd->b);
+    free(sd->bcounts);
+    free(sd->bdispls);
+    free(sd->adispls);
+    free(sd->btypes);
+    memset(sd, 0, sizeof *sd);
+}
+
+static char *at(const void *b, MPI_Aint off) { return (char *)((uintptr_t)b + (uintptr_t)off); }
+
+/* On a Cartesian communicator without periods a neighbour may be MPI_PROC_NULL: the MPI neither
+ * sends that block nor writes the one received from it, so neither is packed or unpacked (the
+ * user's receive block keeps its bytes). Blocks 2d and 2d+1 are the neighbours at -1 and +1 in
+ * dimension d, for sending and receiving alike. */
+static void cart_nulls(MPI_Comm comm, side_t *s, side_t *r)
+{
+    int topo = MPI_UNDEFINED, nd = 0;
+    if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS || topo != MPI_CART || PMPI_Cartdim_get(comm, &nd) != MPI_SUCCESS)
+        return;
+    for (int d = 0; d < nd; d++) {
+        int lo = MPI_PROC_NULL, hi = MPI_PROC_NULL;
+        if (PMPI_Cart_shift(comm, d, 1, &lo, &hi) != MPI_SUCCESS) continue;
+        for (int k = 0; k < 2; k++) {
+            int peer = k ? hi : lo, b = 2 * d + k;
+            if (peer != MPI_PROC_NULL) continue;
+            if (s && b < s->nb) s->b[b].null = 1;
+            if (r && b < r->nb) r->b[b].null = 1;
+        }
+    }
+}
+
+/* Describe the blocks of one side from the application's arguments: `nb` blocks, in the form
+ * given. Returns 0, or an MPI error class for arguments it cannot use. */
+static int side_describe(side_t *sd, const gdte_coll_side_args_t *x, form_t form, int nb)
+{
+    sd->involved = 1;
+    sd->form = form;
+    sd->nb = nb;
+    if (nb <= 0) return MPI_SUCCESS;
+    if (!(sd->b = calloc((size_t)nb, sizeof *sd->b))) return MPI_ERR_NO_MEM;
+    MPI_Aint lb = 0, ext = 0;
+    if (form != FORM_W && form != FORM_WA) {
+        if (x->type == MPI_DATATYPE_NULL) return MPI_ERR_TYPE;
+        if (PMPI_Type_get_extent(x->type, &lb, &ext) != MPI_SUCCESS) return MPI_ERR_TYPE;
+    }
+    if (form != FORM_UNIFORM && (!x->counts || (!x->displs && !x->adispls) || (form != FORM_V && !x->types)))
+        return MPI_ERR_ARG;
+    for (int i = 0; i < nb; i++) {
+        blk_t *k = &sd->b[i];
+        switch (form) {
+        case FORM_UNIFORM:
+            k->count = x->count;
+            k->dt = x->type;
+            k->buf = at(x->buf, (MPI_Aint)i * x->count * ext);
+            break;
+        case FORM_V:
+            k->count = x->counts[i];
+            k->dt = x->type;
+            k->buf = at(x->buf, (MPI_Aint)x->displs[i] * ext);
+            break;
+        case FORM_W:
+        case FORM_WA:
+            k->count = x->counts[i];
+            k->dt = x->types[i];
+            k->buf = at(x->buf, form == FORM_W ? (MPI_Aint)x->displs[i] : x->adispls[i]);
+            break;
+        }
+        if (k->count < 0) return MPI_ERR_COUNT;
+        if (k->count > 0 && k->dt == MPI_DATATYPE_NULL) return MPI_ERR_TYPE;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Bytes [first, last] of a block (as gdte_ipo_buf_kind bounds them). 0: the block has none. */
+static int blk_span(const blk_t *k, uintptr_t *first, uintptr_t *last)
+{
+    MPI_Count tlb = 0, text = 0, lb = 0, ext = 0;
+    if (k->count <= 0 || PMPI_Type_get_true_extent_x(k->dt, &tlb, &text) != MPI_SUCCESS || text <= 0) return 0;
+    if (k->count > 1 && PMPI_Type_get_extent_x(k->dt, &lb, &ext) != MPI_SUCCESS) return 0;
+    MPI_Count a = tlb, b = tlb + (MPI_Count)(k->count - 1) * ext + text - 1;
+    if (ext < 0) a = tlb + (MPI_Count)(k->count - 1) * ext, b = tlb + text - 1;
+    *first = (uintptr_t)k->buf + (uintptr_t)a;
+    *last = (uintptr_t)k->buf + (uintptr_t)b;
+    return 1;
+}
+
+/* The memory kind of a side: of the bytes from the lowest block's first byte to the highest
+ * block's last (one lookup when they lie in one allocation). One block is judged as a point-to-
+ * point buffer is (MPI_BOTTOM structs field by field). */
+static gdte_ipo_kind_t side_kind(const side_t *sd)
+{
+    if (!sd->involved || sd->nb <= 0) return GDTE_IPO_HOST;
+    int any = 0, single = -1;
+    uintptr_t lo = 0, hi = 0;
+    for (int i = 0; i < sd->nb; i++) {
+        uintptr_t f, l;
+        if (!blk_span(&sd->b[i], &f, &l)) continue;
+        single = any ? -2 : i;
+        if (!any || f < lo) lo = f;
+        if (!any || l > hi) hi = l;
+        any = 1;
+    }
+    if (!any) return GDTE_IPO_HOST;
+    if (single >= 0) return gdte_ipo_buf_kind(sd->b[single].buf, sd->b[single].count, sd->b[single].dt);
+    uint64_t n = (uint64_t)(hi - lo) + 1;
+    if (n <= INT_MAX) return gdte_ipo_buf_kind((const void *)lo, (int)n, MPI_BYTE);
+    gdte_ipo_kind_t a = gdte_ipo_buf_kind((const void *)lo, 1, MPI_BYTE), b = gdte_ipo_buf_kind((const void *)hi, 1, MPI_BYTE);
+    return a == b ? a : GDTE_IPO_MIXED;
+}
+
+/* Import every block's type and lay the blocks out in staging; the byte arrays the MPI gets. */
+static gdte_status_t side_import(side_t *sd, const char **why)
+{
+    int64_t total = 0, ub = -1;
+    for (int i = 0; i < sd->nb; i++) {
+        blk_t *k = &sd->b[i];
+        k->nbytes = 0;
+        if (k->count > 0) {
+            gdte_type_h t;
+            int64_t n;
+            gdte_status_t st = gdte_ipo_type(k->dt, k->count, &t, &n);
+            if (st != GDTE_OK) {
+                *why = st == GDTE_ERR_OVERFLOW ? "a block's packed bytes do not fit an int count" : "a datatype";
+                return st;
+            }
+            gdte_type_retain(t);
+            k->type = t;
+            k->nbytes = n;
+        }
+        if (sd->form == FORM_UNIFORM) {
+            /* Blocks at multiples of one size: the MPI finds block i at i * bytes. */
+            if (ub < 0) ub = k->nbytes;
+            k->off = (int64_t)i * ub;
+        } else {
+            k->off = total;
+        }
+        total += k->nbytes;
+    }
+    if ((sd->form == FORM_V || sd->form == FORM_W) && total > INT_MAX) {
+        *why = "the packed bytes of the blocks together do not fit the int displacements of this call";
+        return GDTE_ERR_OVERFLOW;
+    }
+    sd->total = total;
+    sd->ubytes = ub < 0 ? 0 : (int)ub;
+    if (sd->form == FORM_UNIFORM || sd->nb <= 0) return GDTE_OK;
+    size_t nb = (size_t)sd->nb;
+    if (!(sd->bcounts = malloc(nb * sizeof(int)))) return GDTE_ERR_NO_MEMORY;
+    if (sd->form == FORM_WA ? !(sd->adispls = malloc(nb * sizeof(MPI_Aint))) : !(sd->bdispls = malloc(nb * sizeof(int))))
+        return GDTE_ERR_NO_MEMORY;
+    if ((sd->form == FORM_W || sd->form == FORM_WA) && !(sd->btypes = malloc(nb * sizeof(MPI_Datatype))))
+        return GDTE_ERR_NO_MEMORY;
+    for (int i = 0; i < sd->nb; i++) {
+        sd->bcounts[i] = (int)sd->b[i].nbytes;
+        if (sd->adispls) sd->adispls[i] = (MPI_Aint)sd->b[i].off;
+        else sd->bdispls[i] = (int)sd->b[i].off;
+        if (sd->btypes) sd->btypes[i] = MPI_BYTE;
+    }
+    return GDTE_OK;
+}
+
+/* The side as the MPI sees it: bytes in staging when staged, else as the application gave it. */
+static eff_t side_eff(const side_t *sd, const gdte_coll_side_args_t *x)
+{
+    if (!sd->stage) return *x;
+    eff_t e;
+    memset(&e, 0, sizeof e);
+    e.buf = sd->base;
+    e.count = sd->ubytes;
+    e.counts = sd->bcounts;
+    e.displs = sd->bdispls;
+    e.adispls = sd->adispls;
+    e.type = MPI_BYTE;
+    e.types = sd->btypes;
+    return e;
+}
+
+/* ---- running a batch ---- */
+static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
+static gdte_stream_t coll_stream;
+static gdte_gpu_event_t coll_ev_app;
+#define ZERO_COPY_MAX (64 * 1024) /* pinned staging written or read by the kernel itself up to this */
+
+/* Blocks `which` (-1: all but `skip`) of a side, between the user's buffers and sd->base, in one
+ * batch. Caller holds nothing. */
+static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
+{
+    int fake = sd->kind == GDTE_IPO_FAKE;
+    gdte_batch_piece_t *p = malloc((size_t)(sd->nb > 0 ? sd->nb : 1) * sizeof *p);
+    if (!p) return GDTE_ERR_NO_MEMORY;
+    gdte_status_t st = GDTE_OK;
+    int n = 0;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int i = 0; i < sd->nb && st == GDTE_OK; i++) {
+        blk_t *k = &sd->b[i];
+        if (k->nbytes <= 0 || k->null || (only >= 0 && i != only) || i == skip) continue;
+        gdte_layout_t L;
+        if ((st = gdte_engine_layout(k->type, k->count, &L)) != GDTE_OK) break;
+        char *user = k->buf;
+        if (!user && L.true_lb != 0) {
+            /* MPI_BOTTOM: absolute displacements; rebased on the first touched byte, as gdte_pack does. */
+            user = (char *)(uintptr_t)L.true_lb;
+            L.disp -= L.true_lb;
+        }
+        if (sd->kind == GDTE_IPO_DEVICE && L.kind == GDTE_LAYOUT_KIND_UNITS) {
+            const gdte_unit_t *du;
+            if ((st = gdte_devplan_units(k->type, &du)) != GDTE_OK) break;
+            L.units = du;
+        }
+        p[n].L = L;
+        p[n].user = user;
+        p[n].packed = k->off;
+        if (k->off < lo) lo = k->off;
+        if (k->off + k->nbytes > hi) hi = k->off + k->nbytes;
+        n++;
+    }
+    if (st != GDTE_OK || n == 0) {
+        free(p);
+        return st;
+    }
+    if (sd->kind == GDTE_IPO_HOST) {
+        /* The host side of a call whose other side is on the device (see gdte_ipo_coll): the
+         * host executor, piece by piece; no batch to count. */
+        for (int i = 0; i < n; i++) gdte_host_exec(&p[i].L, dir, p[i].user, sd->base + p[i].packed, 0, p[i].L.total);
+        free(p);
+        return GDTE_OK;
+    }
+    if (fake) {
+        gdte_host_exec_batch(p, n, dir, sd->base);
+        free(p);
+        return GDTE_OK;
+    }
+    pthread_mutex_lock(&gpu_lock);
+    gdte_stage_t *desc = NULL, *tmp = NULL;
+    if (!coll_stream && (st = gdte_gpu_stream_create(&coll_stream)) == GDTE_OK &&
+        (st = gdte_gpu_event_create(&coll_ev_app, 0)) != GDTE_OK) {
+        gdte_gpu_stream_destroy(coll_stream);
+        coll_stream = NULL;
+    }
+    /* After the application's legacy-default-stream work (a kernel that produced the data, or
+     * one still reading the receive buffer), as a blocking stream would be. */
+    if (st == GDTE_OK && (st = gdte_gpu_event_record(coll_ev_app, NULL)) == GDTE_OK)
+        st = gdte_gpu_stream_wait_event(coll_stream, coll_ev_app);
+    if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, gdte_gpu_exec_batch_scratch(n), &desc);
+    char *target = sd->base;
+    if (st == GDTE_OK && sd->stage->kind == GDTE_STAGE_HOST) {
+        if (sd->stage->pinned && hi - lo <= ZERO_COPY_MAX) {
+            void *d = NULL;
+            st = gdte_gpu_host_device_pointer(sd->base, &d);
+            target = d;
+        } else if ((st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)hi, &tmp)) == GDTE_OK) {
+            /* Through device memory and one copy: the kernel's scattered side stays local. */
+            target = tmp->ptr;
+            if (dir == GDTE_DIR_UNPACK)
+                st = gdte_gpu_memcpy_async(target + lo, sd->base + lo, (size_t)(hi - lo), coll_stream);
+        }
+    }
+    if (st == GDTE_OK) st = gdte_gpu_exec_batch(p, n, dir, target, desc->ptr, coll_stream);
+    if (st == GDTE_OK && tmp && dir == GDTE_DIR_PACK)
+        st = gdte_gpu_memcpy_async(sd->base + lo, target + lo, (size_t)(hi - lo), coll_stream);
+    if (coll_stream) {
+        gdte_status_t s2 = gdte_gpu_stream_synchronize(coll_stream);
+        if (st == GDTE_OK) st = s2;
+    }
+    if (desc) gdte_stage_release(desc);
+    if (tmp) gdte_stage_release(tmp);
+    pthread_mutex_unlock(&gpu_lock);
+    free(p);
+    return st;
+}
+
+/* ---- one call ---- */
+typedef enum { PRE_NONE = 0, PRE_ALL, PRE_MINE } pre_t;
+
+typedef struct coll {
+    side_t s, r;
+    int skip; /* receive block not to unpack (-1: none) */
+    const char *fn;
+    MPI_Comm comm;
+} coll_t;
+
+static void coll_free(coll_t *c)
+{
+    side_free(&c->s);
+    side_free(&c->r);
+    free(c);
+}
+
+static int coll_unpack(coll_t *c)
+{
+    if (!c->r.stage || c->r.total == 0) return MPI_SUCCESS;
+    gdte_status_t st = side_exec(&c->r, GDTE_DIR_UNPACK, -1, c->skip);
+    if (st != GDTE_OK) return gdte_ipo_fail(c->comm, c->fn, st);
+    n_bytes_unpacked += c->r.total;
+    return MPI_SUCCESS;
+}
+
+static int coll_finish(gdte_ipo_req_t *r, MPI_Status *st, int rc)
+{
+    (void)st;
+    coll_t *c = r->ctx;
+    return rc == MPI_SUCCESS ? coll_unpack(c) : rc;
+}
+
+static void coll_fini(gdte_ipo_req_t *r)
+{
+    if (r->ctx) coll_free(r->ctx);
+    r->ctx = NULL;
+}
+
+static int coll_error(MPI_Comm comm, const char *fn, int code, const char *what, const char *why)
+{
+    gdte_error("%s: %s: %s", fn, what, why);
+    PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, code);
+    return code;
+}
+
+/* Which blocks each side has on this process, and what MPI_IN_PLACE asks. */
+static int describe(const gdte_coll_args_t *a, coll_t *c, pre_t *pre)
+{
+    MPI_Comm comm = a->comm;
+    int inter = comm_inter(comm), rank = comm_rank(comm), peers = comm_peers(comm), rc = MPI_SUCCESS;
+    int in_place_s = a->s.buf == MPI_IN_PLACE, in_place_r = a->r.buf == MPI_IN_PLACE;
+    int at_root = a->root == MPI_ROOT || (!inter && a->root == rank);
+    int nonroot = a->root != MPI_ROOT && a->root != MPI_PROC_NULL;
+    int in = 0, out = 0;
+    *pre = PRE_NONE;
+    c->skip = -1;
+    if (peers < 0) return MPI_ERR_COMM;
+    switch (a->op) {
+    case GDTE_COLL_ALLTOALL:
+    case GDTE_COLL_ALLTOALLV:
+    case GDTE_COLL_ALLTOALLW: {
+        form_t f = a->op == GDTE_COLL_ALLTOALL ? FORM_UNIFORM : a->op == GDTE_COLL_ALLTOALLV ? FORM_V : FORM_W;
+        if (!in_place_s) rc = side_describe(&c->s, &a->s, f, peers);
+        else *pre = PRE_ALL;
+        if (rc == MPI_SUCCESS) rc = side_describe(&c->r, &a->r, f, peers);
+        break;
+    }
+    case GDTE_COLL_NALLTOALL:
+    case GDTE_COLL_NALLTOALLV:
+    case GDTE_COLL_NALLTOALLW: {
+        if (topo_degrees(comm, &in, &out)) return MPI_ERR_TOPOLOGY;
+        form_t f = a->op == GDTE_COLL_NALLTOALL ? FORM_UNIFORM : a->op == GDTE_COLL_NALLTOALLV ? FORM_V : FORM_WA;
+        rc = side_describe(&c->s, &a->s, f, out);
+        if (rc == MPI_SUCCESS) rc = side_describe(&c->r, &a->r, f, in);
+        if (rc == MPI_SUCCESS) cart_nulls(comm, &c->s, &c->r);
+        break;
+    }
+    case GDTE_COLL_NALLGATHER:
+    case GDTE_COLL_NALLGATHERV:
+        if (topo_degrees(comm, &in, &out)) return MPI_ERR_TOPOLOGY;
+        rc = side_describe(&c->s, &a->s, FORM_UNIFORM, out > 0 ? 1 : 0);
+        if (rc == MPI_SUCCESS) rc = side_describe(&c->r, &a->r, a->op == GDTE_COLL_NALLGATHER ? FORM_UNIFORM : FORM_V, in);
+        if (rc == MPI_SUCCESS) cart_nulls(comm, NULL, &c->r);
+        break;
+    case GDTE_COLL_ALLGATHER:
+    case GDTE_COLL_ALLGATHERV:
+        if (!in_place_s) rc = side_describe(&c->s, &a->s, FORM_UNIFORM, 1);
+        else *pre = PRE_MINE, c->skip = rank;
+        if (rc == MPI_SUCCESS) rc = side_describe(&c->r, &a->r, a->op == GDTE_COLL_ALLGATHER ? FORM_UNIFORM : FORM_V, peers);
+        break;
+    case GDTE_COLL_GATHER:
+    case GDTE_COLL_GATHERV:
+        if (nonroot && !in_place_s) rc = side_describe(&c->s, &a->s, FORM_UNIFORM, 1);
+        if (at_root && in_place_s && !inter) c->skip = rank; /* the root's own block stays where it is */
+        if (rc == MPI_SUCCESS && at_root)
+            rc = side_describe(&c->r, &a->r, a->op == GDTE_COLL_GATHER ? FORM_UNIFORM : FORM_V, peers);
+        break;
+    case GDTE_COLL_SCATTER:
+    case GDTE_COLL_SCATTERV:
+        if (at_root) rc = side_describe(&c->s, &a->s, a->op == GDTE_COLL_SCATTER ? FORM_UNIFORM : FORM_V, peers);
+        if (rc == MPI_SUCCESS && nonroot && !in_place_r) rc = side_describe(&c->r, &a->r, FORM_UNIFORM, 1);
+        break;
+    case GDTE_COLL_BCAST:
+        if (a->root == MPI_PROC_NULL) break;
+        if (at_root) rc = side_describe(&c->s, &a->s, FORM_UNIFORM, 1);
+        else rc = side_describe(&c->r, &a->r, FORM_UNIFORM, 1);
+        break;
+    default: return MPI_ERR_INTERN;
+    }
+    return rc;
+}
+
+static int stage_side(coll_t *c, side_t *sd, int recv)
+{
+    const char *why = "";
+    gdte_status_t st = side_import(sd, &why);
+    if (st != GDTE_OK) {
+        int code = gdte_mpi_status_to_mpi_error(st);
+        return coll_error(c->comm, c->fn, code == MPI_SUCCESS ? MPI_ERR_INTERN : code, recv ? "recvbuf" : "sendbuf", why);
+    }
+    gdte_stage_kind_t sk = gdte_ipo_gpu_aware() && sd->kind != GDTE_IPO_HOST ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
+    if ((st = gdte_stage_acquire(sk, sd->kind == GDTE_IPO_FAKE, (size_t)sd->total, &sd->stage)) != GDTE_OK)
+        return gdte_ipo_fail(c->comm, c->fn, st);
+    /* A receive is posted before the guard page of host staging (staging.h). */
+    sd->base = recv ? gdte_stage_tail(sd->stage, (size_t)sd->total) : sd->stage->ptr;
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_coll(const gdte_coll_args_t *a)
+{
+    const char *fn = op_names[a->op][a->req != NULL];
+    coll_t *c = calloc(1, sizeof *c);
+    if (!c) return gdte_ipo_fail(a->comm, fn, GDTE_ERR_NO_MEMORY);
+    c->fn = fn;
+    c->comm = a->comm;
+    pre_t pre;
+    int rc = describe(a, c, &pre);
+    if (rc != MPI_SUCCESS) {
+        /* Arguments gdte cannot read: the MPI's own checks report them. */
+        coll_free(c);
+        return gdte_ipo_coll_next(a);
+    }
+    c->s.kind = side_kind(&c->s);
+    c->r.kind = side_kind(&c->r);
+    int dev_s = c->s.kind != GDTE_IPO_HOST, dev_r = c->r.kind != GDTE_IPO_HOST;
+    if (!dev_s && !dev_r) {
+        coll_free(c);
+        return gdte_ipo_coll_next(a);
+    }
+    for (int k = 0; k < 2; k++) {
+        side_t *sd = k ? &c->r : &c->s;
+        if (sd->kind != GDTE_IPO_MIXED) continue;
+        /* A type too large to move at all is reported as that (its last byte lies far past the
+         * allocation), else the mix. */
+        const char *why = "";
+        gdte_status_t st = side_import(sd, &why);
+        rc = st == GDTE_ERR_OVERFLOW ? coll_error(a->comm, fn, MPI_ERR_COUNT, k ? "recvbuf" : "sendbuf", why)
+                                     : coll_error(a->comm, fn, MPI_ERR_BUFFER, k ? "recvbuf" : "sendbuf",
+                                                  "partly host and partly device memory; gdte moves one memory kind per buffer");
+        coll_free(c);
+        return rc;
+    }
+    /* Both sides as bytes, the host one too: an MPI may choose its algorithm from the send type's
+     * size and the receive counts together (Open MPI 4.1's tuned Allgatherv does), and two
+     * processes must not choose differently because one of them mixes a user type with bytes. */
+    int host_s = !dev_s && c->s.involved && c->s.nb > 0, host_r = !dev_r && c->r.involved && c->r.nb > 0;
+    if ((dev_s || host_s) && (rc = stage_side(c, &c->s, 0)) != MPI_SUCCESS) goto out;
+    if ((dev_r || host_r) && (rc = stage_side(c, &c->r, 1)) != MPI_SUCCESS) goto out;
+    gdte_debug("%s: send side %s (%lld bytes), receive side %s (%lld bytes)", fn,
+               dev_s ? "device, staged" : c->s.stage ? "host, staged" : "not used", (long long)c->s.total,
+               dev_r ? "device, staged" : c->r.stage ? "host, staged" : "not used", (long long)c->r.total);
+    if (c->s.stage && c->s.total > 0) {
+        gdte_status_t st = side_exec(&c->s, GDTE_DIR_PACK, -1, -1);
+        if (st != GDTE_OK) {
+            rc = gdte_ipo_fail(a->comm, fn, st);
+            goto out;
+        }
+        n_bytes_packed += c->s.total;
+    }
+    if (c->r.stage && pre != PRE_NONE && c->r.total > 0) {
+        /* MPI_IN_PLACE: the MPI reads (this process's block of) the receive side. */
+        gdte_status_t st = side_exec(&c->r, GDTE_DIR_PACK, pre == PRE_MINE ? comm_rank(a->comm) : -1, -1);
+        if (st != GDTE_OK) {
+            rc = gdte_ipo_fail(a->comm, fn, st);
+            goto out;
+        }
+        n_bytes_packed += c->r.total;
+    }
+    n_calls++;
+    eff_t es = side_eff(&c->s, &a->s), er = side_eff(&c->r, &a->r);
+    if (a->op == GDTE_COLL_BCAST && c->s.stage) er = es; /* the root's buffer is its send side */
+    if (!a->req) {
+        rc = call_mpi(a, &es, &er);
+        if (rc == MPI_SUCCESS) rc = coll_unpack(c);
+        goto out;
+    }
+    gdte_ipo_req_t *r = gdte_ipo_req_new();
+    if (!r) {
+        rc = gdte_ipo_fail(a->comm, fn, GDTE_ERR_NO_MEMORY);
+        goto out;
+    }
+    rc = call_mpi(a, &es, &er);
+    if (rc != MPI_SUCCESS) {
+        gdte_ipo_req_destroy(r);
+        goto out;
+    }
+    /* The MPI's request is the application's; completion unpacks and releases (finish, fini). */
+    r->handle = *a->req;
+    r->active = 1;
+    r->comm = a->comm;
+    r->dt = MPI_DATATYPE_NULL;
+    r->finish = coll_finish;
+    r->fini = coll_fini;
+    r->ctx = c;
+    gdte_ipo_req_insert(r);
+    return MPI_SUCCESS;
+out:
+    coll_free(c);
+    return rc;
+}
