@@ -56,9 +56,11 @@
 #define GDTE_RF_PCOLL(...)
 #endif
 
-/* What gdte carries (shims.c, GDTE_IPO_NEXT_LIST; shims_reduce.c, GDTE_RED_NEXT_LIST), in words, for
- * gdte_info and the README. */
-#define GDTE_MPI_CARRIED "point-to-point, persistent, completion, pack, reductions"
+/* What gdte carries (shims.c, GDTE_IPO_NEXT_LIST; shims_coll.c, GDTE_COLL_NEXT_LIST; shims_reduce.c,
+ * GDTE_RED_NEXT_LIST), in words, for gdte_info and the README. */
+#define GDTE_MPI_CARRIED                                                                                  \
+    "point-to-point, persistent, completion, pack, collectives (alltoall, gather, scatter, bcast families), " \
+    "neighborhood collectives, reductions"
 
 /* F(id, key): key names the family in gdte_info's output and in the README's Coverage rows. */
 #define GDTE_REFUSE_FAMILIES(F) \
@@ -170,58 +172,30 @@
 
 /* clang-format off */
 #define GDTE_REFUSE_LIST(X) \
-    /* ---- collectives: blocking, nonblocking, persistent (Open MPI's MPIX_*_init) ---- */ \
-    X(COLL, MPI_Allgather, (RF_GATHER_P, MPI_Comm comm), (RF_GATHER_A, comm), COMM, comm, RF_ALLGATHER_R) \
-    X(COLL, MPI_Iallgather, (RF_GATHER_P, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, comm, request), COMM, comm, RF_ALLGATHER_R) \
+    /* ---- collectives: blocking, nonblocking, persistent (Open MPI's MPIX_*_init); the blocking and \
+     * nonblocking alltoall, gather, scatter and bcast forms are carried (shims_coll.c) ---- */ \
     GDTE_RF_PCOLL(X(COLL, MPIX_Allgather_init, (RF_GATHER_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, comm, info, request), COMM, comm, RF_ALLGATHER_R)) \
-    X(COLL, MPI_Allgatherv, (RF_GATHERV_P, MPI_Comm comm), (RF_GATHERV_A, comm), COMM, comm, RF_ALLGATHERV_R) \
-    X(COLL, MPI_Iallgatherv, (RF_GATHERV_P, MPI_Comm comm, MPI_Request *request), (RF_GATHERV_A, comm, request), COMM, comm, RF_ALLGATHERV_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Allgatherv_init, (RF_GATHERV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHERV_A, comm, info, request), COMM, comm, RF_ALLGATHERV_R)) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Allreduce_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
-    X(COLL, MPI_Alltoall, (RF_GATHER_P, MPI_Comm comm), (RF_GATHER_A, comm), COMM, comm, RF_ALLTOALL_R) \
-    X(COLL, MPI_Ialltoall, (RF_GATHER_P, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, comm, request), COMM, comm, RF_ALLTOALL_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Alltoall_init, (RF_GATHER_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, comm, info, request), COMM, comm, RF_ALLTOALL_R)) \
-    X(COLL, MPI_Alltoallv, (RF_ALLTOALLV_P, MPI_Comm comm), (RF_ALLTOALLV_A, comm), COMM, comm, RF_ALLTOALLV_R) \
-    X(COLL, MPI_Ialltoallv, (RF_ALLTOALLV_P, MPI_Comm comm, MPI_Request *request), (RF_ALLTOALLV_A, comm, request), COMM, comm, RF_ALLTOALLV_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Alltoallv_init, (RF_ALLTOALLV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_ALLTOALLV_A, comm, info, request), COMM, comm, RF_ALLTOALLV_R)) \
-    X(COLL, MPI_Alltoallw, (RF_ALLTOALLW_P(int), MPI_Comm comm), (RF_ALLTOALLW_A, comm), COMM, comm, RF_ALLTOALLW_R) \
-    X(COLL, MPI_Ialltoallw, (RF_ALLTOALLW_P(int), MPI_Comm comm, MPI_Request *request), (RF_ALLTOALLW_A, comm, request), COMM, comm, RF_ALLTOALLW_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Alltoallw_init, (RF_ALLTOALLW_P(int), MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_ALLTOALLW_A, comm, info, request), COMM, comm, RF_ALLTOALLW_R)) \
-    X(COLL, MPI_Bcast, (RF_BCAST_P, MPI_Comm comm), (RF_BCAST_A, comm), COMM, comm, RF_BCAST_R) \
-    X(COLL, MPI_Ibcast, (RF_BCAST_P, MPI_Comm comm, MPI_Request *request), (RF_BCAST_A, comm, request), COMM, comm, RF_BCAST_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Bcast_init, (RF_BCAST_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_BCAST_A, comm, info, request), COMM, comm, RF_BCAST_R)) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Exscan_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
-    X(COLL, MPI_Gather, (RF_GATHER_P, int root, MPI_Comm comm), (RF_GATHER_A, root, comm), COMM, comm, RF_GATHER_R) \
-    X(COLL, MPI_Igather, (RF_GATHER_P, int root, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, root, comm, request), COMM, comm, RF_GATHER_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Gather_init, (RF_GATHER_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, root, comm, info, request), COMM, comm, RF_GATHER_R)) \
-    X(COLL, MPI_Gatherv, (RF_GATHERV_P, int root, MPI_Comm comm), (RF_GATHERV_A, root, comm), COMM, comm, RF_GATHERV_R) \
-    X(COLL, MPI_Igatherv, (RF_GATHERV_P, int root, MPI_Comm comm, MPI_Request *request), (RF_GATHERV_A, root, comm, request), COMM, comm, RF_GATHERV_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Gatherv_init, (RF_GATHERV_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHERV_A, root, comm, info, request), COMM, comm, RF_GATHERV_R)) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_init, (RF_REDUCE_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, root, comm, info, request), COMM, comm, RF_REDUCE_R)) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_scatter_init, (RF_RSCAT_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_RSCAT_A, comm, info, request), COMM, comm, RF_RSCAT_R)) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_scatter_block_init, (RF_RSCATB_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_RSCATB_A, comm, info, request), COMM, comm, RF_RSCATB_R)) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Scan_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
-    X(COLL, MPI_Scatter, (RF_GATHER_P, int root, MPI_Comm comm), (RF_GATHER_A, root, comm), COMM, comm, RF_SCATTER_R) \
-    X(COLL, MPI_Iscatter, (RF_GATHER_P, int root, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, root, comm, request), COMM, comm, RF_SCATTER_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Scatter_init, (RF_GATHER_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, root, comm, info, request), COMM, comm, RF_SCATTER_R)) \
-    X(COLL, MPI_Scatterv, (RF_SCATTERV_P, int root, MPI_Comm comm), (RF_SCATTERV_A, root, comm), COMM, comm, RF_SCATTERV_R) \
-    X(COLL, MPI_Iscatterv, (RF_SCATTERV_P, int root, MPI_Comm comm, MPI_Request *request), (RF_SCATTERV_A, root, comm, request), COMM, comm, RF_SCATTERV_R) \
     GDTE_RF_PCOLL(X(COLL, MPIX_Scatterv_init, (RF_SCATTERV_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_SCATTERV_A, root, comm, info, request), COMM, comm, RF_SCATTERV_R)) \
-    /* ---- neighborhood collectives (the topology gives the block counts) ---- */ \
-    X(NBR, MPI_Neighbor_allgather, (RF_GATHER_P, MPI_Comm comm), (RF_GATHER_A, comm), COMM, comm, RF_NALLGATHER_R) \
-    X(NBR, MPI_Ineighbor_allgather, (RF_GATHER_P, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, comm, request), COMM, comm, RF_NALLGATHER_R) \
+    /* ---- neighborhood collectives (the topology gives the block counts): the persistent forms; \
+     * the others are carried (shims_coll.c) ---- */ \
     GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_allgather_init, (RF_GATHER_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, comm, info, request), COMM, comm, RF_NALLGATHER_R)) \
-    X(NBR, MPI_Neighbor_allgatherv, (RF_GATHERV_P, MPI_Comm comm), (RF_GATHERV_A, comm), COMM, comm, RF_NALLGATHERV_R) \
-    X(NBR, MPI_Ineighbor_allgatherv, (RF_GATHERV_P, MPI_Comm comm, MPI_Request *request), (RF_GATHERV_A, comm, request), COMM, comm, RF_NALLGATHERV_R) \
     GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_allgatherv_init, (RF_GATHERV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHERV_A, comm, info, request), COMM, comm, RF_NALLGATHERV_R)) \
-    X(NBR, MPI_Neighbor_alltoall, (RF_GATHER_P, MPI_Comm comm), (RF_GATHER_A, comm), COMM, comm, RF_NALLTOALL_R) \
-    X(NBR, MPI_Ineighbor_alltoall, (RF_GATHER_P, MPI_Comm comm, MPI_Request *request), (RF_GATHER_A, comm, request), COMM, comm, RF_NALLTOALL_R) \
     GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_alltoall_init, (RF_GATHER_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, comm, info, request), COMM, comm, RF_NALLTOALL_R)) \
-    X(NBR, MPI_Neighbor_alltoallv, (RF_ALLTOALLV_P, MPI_Comm comm), (RF_ALLTOALLV_A, comm), COMM, comm, RF_NALLTOALLV_R) \
-    X(NBR, MPI_Ineighbor_alltoallv, (RF_ALLTOALLV_P, MPI_Comm comm, MPI_Request *request), (RF_ALLTOALLV_A, comm, request), COMM, comm, RF_NALLTOALLV_R) \
     GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_alltoallv_init, (RF_ALLTOALLV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_ALLTOALLV_A, comm, info, request), COMM, comm, RF_NALLTOALLV_R)) \
-    X(NBR, MPI_Neighbor_alltoallw, (RF_ALLTOALLW_P(MPI_Aint), MPI_Comm comm), (RF_ALLTOALLW_A, comm), COMM, comm, RF_NALLTOALLW_R) \
-    X(NBR, MPI_Ineighbor_alltoallw, (RF_ALLTOALLW_P(MPI_Aint), MPI_Comm comm, MPI_Request *request), (RF_ALLTOALLW_A, comm, request), COMM, comm, RF_NALLTOALLW_R) \
     GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_alltoallw_init, (RF_ALLTOALLW_P(MPI_Aint), MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_ALLTOALLW_A, comm, info, request), COMM, comm, RF_NALLTOALLW_R)) \
     /* ---- one-sided ---- */ \
     X(RMA, MPI_Put, (RF_RMA_P(const), MPI_Win win), (RF_RMA_A, win), WIN, win, RF_RMA_R) \

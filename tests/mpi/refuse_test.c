@@ -19,8 +19,10 @@
  * are refused).
  *
  * The reductions (Reduce, Allreduce, Reduce_scatter, Iallreduce, Reduce_local) were refused once
- * and are carried now (interpose_reduce.c, tests/mpi/reduce_test.c): on device buffers they go
- * through in every mode and give the data of the host buffers.
+ * and are carried now (interpose_reduce.c, tests/mpi/reduce_test.c), and so are the alltoall,
+ * gather, scatter and bcast collectives and the neighborhood collectives (interpose_coll.c,
+ * tests/mpi/coll_test.c): on device buffers they go through in every mode and give the data of
+ * the host buffers.
  */
 #include <unistd.h>
 #include "mpitest.h"
@@ -60,7 +62,7 @@ static void bcast(int dev)
 {
     int *b = mt_alloc(dev, N * sizeof(int));
     for (int i = 0; i < N; i++) b[i] = mt_rank == 0 ? 3 * i + 7 : -1;
-    int ok = went_through(dev, MPI_Bcast(b, N, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    int ok = carried(dev, MPI_Bcast(b, N, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
     for (int i = 0; i < N; i++) {
         int want = ok || mt_rank == 0 ? 3 * i + 7 : -1;
         if (b[i] != want) {
@@ -77,7 +79,7 @@ static void ibcast(int dev)
     for (int i = 0; i < N; i++) b[i] = mt_rank == 1 ? 5 * i - 3 : -1;
     MPI_Request r = MPI_REQUEST_NULL;
     int root = mt_size > 1 ? 1 : 0;
-    if (went_through(dev, MPI_Ibcast(b, N, MPI_INT, root, MPI_COMM_WORLD, &r), "MPI_Ibcast")) {
+    if (carried(dev, MPI_Ibcast(b, N, MPI_INT, root, MPI_COMM_WORLD, &r), "MPI_Ibcast")) {
         MT_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
         for (int i = 0; i < N; i++)
             if (b[i] != 5 * i - 3) {
@@ -101,7 +103,7 @@ static void allgather(int dev)
     int s[3], *r = mt_alloc(dev, 3 * mt_size * sizeof(int));
     for (int i = 0; i < 3; i++) s[i] = mt_rank * 10 + i;
     for (int i = 0; i < 3 * mt_size; i++) r[i] = -1;
-    int ok = went_through(dev, MPI_Allgather(s, 3, MPI_INT, r, 3, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+    int ok = carried(dev, MPI_Allgather(s, 3, MPI_INT, r, 3, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
     for (int p = 0; p < mt_size; p++)
         for (int i = 0; i < 3; i++) {
             int want = ok ? p * 10 + i : -1;
@@ -128,7 +130,7 @@ static void alltoallw(int dev)
         sc[p] = 2, sd[p] = 2 * p * (int)sizeof(int), st[p] = MPI_INT;
         rc[p] = p % 2 ? 2 : 1, rd[p] = 2 * p * (int)sizeof(int), rt[p] = p % 2 ? MPI_INT : pair;
     }
-    int ok = went_through(dev, MPI_Alltoallw(s, sc, sd, st, r, rc, rd, rt, MPI_COMM_WORLD), "MPI_Alltoallw");
+    int ok = carried(dev, MPI_Alltoallw(s, sc, sd, st, r, rc, rd, rt, MPI_COMM_WORLD), "MPI_Alltoallw");
     for (int p = 0; p < np; p++) {
         int w0 = ok ? p * 100 + mt_rank : -1, w1 = ok ? p * 100 + mt_rank + 50 : -1;
         MT_CHECK(r[2 * p] == w0 && r[2 * p + 1] == w1, "MPI_Alltoallw (%s): from %d got %d %d, want %d %d", kind(dev), p,
@@ -154,7 +156,7 @@ static void neighbor_alltoallw(int dev)
     int cnt[2] = {1, 1};
     MPI_Aint disp[2] = {0, sizeof(int)};
     MPI_Datatype t[2] = {MPI_INT, MPI_INT};
-    int ok = went_through(dev, MPI_Neighbor_alltoallw(s, cnt, disp, t, r, cnt, disp, t, cart), "MPI_Neighbor_alltoallw");
+    int ok = carried(dev, MPI_Neighbor_alltoallw(s, cnt, disp, t, r, cnt, disp, t, cart), "MPI_Neighbor_alltoallw");
     int w0 = ok && left != MPI_PROC_NULL ? left * 10 + 1 : -1, w1 = ok && right != MPI_PROC_NULL ? right * 10 : -1;
     MT_CHECK(r[0] == w0 && r[1] == w1, "MPI_Neighbor_alltoallw (%s): got %d %d, want %d %d", kind(dev), r[0], r[1], w0, w1);
     mt_free(dev, s);
@@ -361,7 +363,7 @@ static void vector_shapes(int dev)
     for (int p = 0; p < np; p++) cnt[p] = 2, dsp[p] = 2 * (np - 1 - p);
     int s[2] = {mt_rank * 10, mt_rank * 10 + 1}, *r = mt_alloc(dev, 2 * np * sizeof(int));
     for (int i = 0; i < 2 * np; i++) r[i] = -1;
-    int ok = went_through(dev, MPI_Allgatherv(s, 2, MPI_INT, r, cnt, dsp, MPI_INT, MPI_COMM_WORLD), "MPI_Allgatherv");
+    int ok = carried(dev, MPI_Allgatherv(s, 2, MPI_INT, r, cnt, dsp, MPI_INT, MPI_COMM_WORLD), "MPI_Allgatherv");
     for (int p = 0; p < np; p++) {
         int *b = r + 2 * (np - 1 - p), w0 = ok ? p * 10 : -1, w1 = ok ? p * 10 + 1 : -1;
         MT_CHECK(b[0] == w0 && b[1] == w1, "MPI_Allgatherv (%s): from %d got %d %d", kind(dev), p, b[0], b[1]);
@@ -369,7 +371,7 @@ static void vector_shapes(int dev)
     int *sa = malloc(2 * np * sizeof(int)), *sd = malloc(np * sizeof(int));
     for (int p = 0; p < np; p++) sa[2 * p] = mt_rank * 100 + p, sa[2 * p + 1] = -mt_rank * 100 - p, sd[p] = 2 * p;
     for (int i = 0; i < 2 * np; i++) r[i] = -1;
-    ok = went_through(dev, MPI_Alltoallv(sa, cnt, sd, MPI_INT, r, cnt, dsp, MPI_INT, MPI_COMM_WORLD), "MPI_Alltoallv");
+    ok = carried(dev, MPI_Alltoallv(sa, cnt, sd, MPI_INT, r, cnt, dsp, MPI_INT, MPI_COMM_WORLD), "MPI_Alltoallv");
     for (int p = 0; p < np; p++) {
         int *b = r + 2 * (np - 1 - p), w0 = ok ? p * 100 + mt_rank : -1, w1 = ok ? -p * 100 - mt_rank : -1;
         MT_CHECK(b[0] == w0 && b[1] == w1, "MPI_Alltoallv (%s): from %d got %d %d", kind(dev), p, b[0], b[1]);
@@ -388,8 +390,7 @@ static void vector_shapes(int dev)
     mt_free(dev, r);
 }
 
-/* A nonblocking reduction (carried) and a persistent one (refused: a refused call sets no
- * request). */
+/* Nonblocking and persistent reductions: a refused call sets no request. */
 static void request_shapes(int dev)
 {
     int *s = mt_alloc(dev, N * sizeof(int)), *r = mt_alloc(dev, N * sizeof(int));
@@ -434,7 +435,7 @@ static void dist_graph(int dev)
     MT_MPI(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &left, &w, 1, &right, &w, MPI_INFO_NULL, 0, &g));
     int s[2] = {mt_rank, -mt_rank}, *r = mt_alloc(dev, 2 * sizeof(int));
     r[0] = r[1] = 99;
-    int ok = went_through(dev, MPI_Neighbor_allgather(s, 2, MPI_INT, r, 2, MPI_INT, g), "MPI_Neighbor_allgather");
+    int ok = carried(dev, MPI_Neighbor_allgather(s, 2, MPI_INT, r, 2, MPI_INT, g), "MPI_Neighbor_allgather");
     int w0 = ok ? left : 99, w1 = ok ? -left : 99;
     MT_CHECK(r[0] == w0 && r[1] == w1, "MPI_Neighbor_allgather (%s): got %d %d, want %d %d", kind(dev), r[0], r[1], w0,
              w1);
@@ -520,7 +521,7 @@ static void intercomm_bcast(int dev)
     int rc = MPI_Bcast(b, N, MPI_INT, root, inter);
     int ok = 0;
     if (root == MPI_PROC_NULL) MT_CHECK(rc == MPI_SUCCESS, "MPI_Bcast with MPI_PROC_NULL returned %d", rc);
-    else ok = went_through(dev, rc, "MPI_Bcast (intercommunicator)");
+    else ok = carried(dev, rc, "MPI_Bcast (intercommunicator)");
     if (!a)
         for (int i = 0; i < N; i++) {
             int want = ok ? 9 * i + 1 : -1;
