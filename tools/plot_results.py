@@ -8,6 +8,8 @@
   mpi-<device>.csv       bench/mpi: latency and bandwidth against message size per layout, each
                          MPI run (mpi column) beside its raw CUDA IPC baseline, and the ratios
   engine-cpu.csv         host pack: gdte vs MPI_Pack
+  coll-<device>.csv      bench/coll: time per call against size per benchmark, gdte (per MPI run)
+                         beside the expert version (hand kernels + raw CUDA IPC)
 Uses Debian's python3-matplotlib (/usr/bin/python3). Usage: plot_results.py [results-dir]
 """
 import csv
@@ -243,11 +245,36 @@ def plot_engine(path):
     plt.close(fig)
 
 
+def plot_coll(path):
+    data = rows(path)
+    if not data:
+        return
+    benches = sorted({r["benchmark"] for r in data})
+    fig, axes = plt.subplots(1, len(benches), figsize=(5 * len(benches), 4), squeeze=False)
+    for ax, b in zip(axes[0], benches):
+        sel = [r for r in data if r["benchmark"] == b]
+        for mpi in sorted({r["mpi"] for r in sel}):
+            pts = sorted((fnum(r["size"]), fnum(r["median_us"]), fnum(r["expert_us"])) for r in sel if r["mpi"] == mpi)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label="gdte (%s)" % mpi)
+            ax.plot([p[0] for p in pts], [p[2] for p in pts], "x--", label="expert (%s run)" % mpi)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("bytes per rank" if b in ("allgather", "bcast") else "grid edge")
+        ax.set_ylabel("us per call (slowest rank, median)")
+        ax.set_title(b)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path[:-4] + ".png", dpi=110)
+    plt.close(fig)
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "bench", "results")
     plotted = []
     for pattern, fn in (("pack-*.csv", plot_pack), ("pingpong-*.csv", plot_pingpong), ("halo3d-*.csv", plot_halo),
-                        ("mpi-*.csv", plot_mpi), ("engine-cpu.csv", plot_engine)):
+                        ("mpi-*.csv", plot_mpi), ("engine-cpu.csv", plot_engine),
+                        ("coll-*.csv", plot_coll)):
         for p in sorted(glob.glob(os.path.join(d, pattern))):
             fn(p)
             plotted.append(os.path.basename(p))
