@@ -394,13 +394,26 @@ static gdte_stream_t coll_stream;
 static gdte_gpu_event_t coll_ev_app;
 #define ZERO_COPY_MAX (64 * 1024) /* pinned staging written or read by the kernel itself up to this */
 
-/* Blocks `which` (-1: all but `skip`) of a side, between the user's buffers and sd->base, in one
+static void unpin_all(gdte_type_h *t, int n)
+{
+    int dev = n > 0 ? gdte_gpu_current_device() : 0;
+    for (int i = 0; i < n; i++) gdte_devplan_unpin(t[i], dev);
+    free(t);
+}
+
+/* Block `only` (-1: every block but `skip`) of a side, between the user's buffers and sd->base, in one
  * batch. Caller holds nothing. */
 static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
 {
     int fake = sd->kind == GDTE_IPO_FAKE;
     gdte_batch_piece_t *p = malloc((size_t)(sd->nb > 0 ? sd->nb : 1) * sizeof *p);
-    if (!p) return GDTE_ERR_NO_MEMORY;
+    gdte_type_h *pinned = malloc((size_t)(sd->nb > 0 ? sd->nb : 1) * sizeof *pinned);
+    int npinned = 0;
+    if (!p || !pinned) {
+        free(p);
+        free(pinned);
+        return GDTE_ERR_NO_MEMORY;
+    }
     gdte_status_t st = GDTE_OK;
     int n = 0;
     int64_t lo = INT64_MAX, hi = 0;
@@ -416,8 +429,10 @@ static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
             L.disp -= L.true_lb;
         }
         if (sd->kind == GDTE_IPO_DEVICE && L.kind == GDTE_LAYOUT_KIND_UNITS) {
+            /* Pinned until the kernel is done: another block's upload must not evict it. */
             const gdte_unit_t *du;
-            if ((st = gdte_devplan_units(k->type, &du)) != GDTE_OK) break;
+            if ((st = gdte_devplan_pin(k->type, &du)) != GDTE_OK) break;
+            pinned[npinned++] = k->type;
             L.units = du;
         }
         p[n].L = L;
@@ -428,6 +443,7 @@ static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
         n++;
     }
     if (st != GDTE_OK || n == 0) {
+        unpin_all(pinned, npinned);
         free(p);
         return st;
     }
@@ -436,11 +452,13 @@ static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
          * host executor, piece by piece; no batch to count. */
         for (int i = 0; i < n; i++) gdte_host_exec(&p[i].L, dir, p[i].user, sd->base + p[i].packed, 0, p[i].L.total);
         free(p);
+        free(pinned);
         return GDTE_OK;
     }
     if (fake) {
         gdte_host_exec_batch(p, n, dir, sd->base);
         free(p);
+        free(pinned);
         return GDTE_OK;
     }
     pthread_mutex_lock(&gpu_lock);
@@ -478,6 +496,7 @@ static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
     if (desc) gdte_stage_release(desc);
     if (tmp) gdte_stage_release(tmp);
     pthread_mutex_unlock(&gpu_lock);
+    unpin_all(pinned, npinned);
     free(p);
     return st;
 }
