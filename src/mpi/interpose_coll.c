@@ -3,8 +3,10 @@
  * Allgather(v), Gather(v), Scatter(v), Bcast, blocking and nonblocking.
  *
  * A collective has two sides on each process, what it sends and what it receives, each cut
- * into blocks (one per peer, or one). A side whose bytes are all host memory goes to the MPI as
- * the application gave it. A side in device memory is staged: every block of it is imported
+ * into blocks (one per peer, or one). A call whose sides are both host memory goes to the MPI
+ * as the application gave it. Otherwise each side is staged (a host side too, by the host
+ * executor, so that no process hands the MPI a user type on one side and bytes on the other,
+ * see gdte_ipo_coll): every block of it is imported
  * (gdte type and packed size), the blocks are laid end to end in one staging buffer (pinned host
  * memory, or device memory over a GPU-aware MPI), and the side is handed to the MPI as bytes:
  * the same collective with MPI_BYTE counts and byte displacements into the staging (the w forms
