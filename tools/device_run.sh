@@ -384,6 +384,13 @@ section_mpi_random() {
   }
   rt_run mpi_random "$cases" 0x7e57
   rt_run mpi_random_frags $((cases / 4)) 0xf4a6 -x GDTE_FRAG_SIZE=8192 -x GDTE_PIPELINE_DEPTH=2 -x GDTE_ZERO_COPY=off
+  # Collectives on device buffers: random types, 2 and 4 ranks.
+  local np
+  for np in 2 4; do
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np $np --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
+      -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" "$MPI_BUILD/tests/mpi/coll_test" --cases 540 --seed $np \
+      >>"$log" 2>&1 && record "mpi_coll_random_np$np" ok "540 cases" || record "mpi_coll_random_np$np" FAIL "see mpi_random.log"
+  done
 }
 
 # The interposer's MPI GPU tests under compute-sanitizer memcheck (each rank under the tool).
@@ -394,7 +401,7 @@ section_mpi_memcheck() {
   [ -n "$cs" ] || { record mpi_memcheck skip "compute-sanitizer not found"; return; }
   : >"$log"
   for t in "random_test --cases ${DEVICE_MEMCHECK_CASES:-150}" regress_test pingpong_test errors_test \
-           wildcard_test finalize_test "halo3d_test 32 3 nonblocking"; do
+           wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60" "reduce_test --seed 11"; do
     echo "== memcheck $t" >>"$log"
     timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
       -x LD_PRELOAD="$pre" "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 \
