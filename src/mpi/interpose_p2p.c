@@ -382,6 +382,24 @@ static int node_host_recv(const char *fn, int persistent, void *buf, int count, 
     return MPI_SUCCESS;
 }
 
+/* The common start of a receive: the memory kind of the user's buffer, the bytes a marker
+ * needs (node path), the staging. *direct_p: the user's buffer goes to the MPI itself (host
+ * memory, or nothing to stage). `none`: no process to receive from (MPI_PROC_NULL). */
+static int recv_begin(const char *fn, MPI_Comm comm, int none, int source, void *buf, int count, MPI_Datatype dt,
+                      gdte_ipo_kind_t *kind_p, int64_t *mp_p, msg_t *m, int *direct_p)
+{
+    memset(m, 0, sizeof *m);
+    *kind_p = none ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
+    *mp_p = none ? 0 : min_post(comm, source);
+    if (*kind_p == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, fn, dt, count);
+    if (*kind_p != GDTE_IPO_HOST) {
+        int rc = msg_prepare_post(fn, comm, dt, count, *kind_p, *mp_p, m);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    *direct_p = *kind_p == GDTE_IPO_HOST || m->nbytes == 0;
+    return MPI_SUCCESS;
+}
+
 int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     if (gdte_ipo_node_on() && source != MPI_PROC_NULL && gdte_ipo_node_may_mark(comm, MPI_ANY_SOURCE)) {
@@ -390,14 +408,12 @@ int gdte_ipo_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MP
         int rc = gdte_ipo_irecv(buf, count, dt, source, tag, comm, &r);
         return rc != MPI_SUCCESS ? rc : gdte_ipo_wait(&r, status);
     }
-    gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    int64_t mp = source == MPI_PROC_NULL ? 0 : min_post(comm, source);
-    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Recv", dt, count);
-    msg_t m = {0};
-    int rc;
-    if (kind != GDTE_IPO_HOST && (rc = msg_prepare_post("MPI_Recv", comm, dt, count, kind, mp, &m)) != MPI_SUCCESS)
-        return rc;
-    if (kind == GDTE_IPO_HOST || m.nbytes == 0) {
+    gdte_ipo_kind_t kind;
+    int64_t mp;
+    msg_t m;
+    int direct, rc = recv_begin("MPI_Recv", comm, source == MPI_PROC_NULL, source, buf, count, dt, &kind, &mp, &m, &direct);
+    if (rc != MPI_SUCCESS) return rc;
+    if (direct) {
         if (mp) return node_host_recv("MPI_Recv", 0, buf, count, dt, source, tag, comm, NULL, NULL, status);
         return IPO_NEXT(Recv)(buf, count, dt, source, tag, comm, status);
     }
@@ -411,13 +427,12 @@ static int recv_request(int persistent, void *buf, int count, MPI_Datatype dt, i
                         MPI_Request *req)
 {
     const char *fn = persistent ? "MPI_Recv_init" : "MPI_Irecv";
-    gdte_ipo_kind_t kind = source == MPI_PROC_NULL ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    int64_t mp = source == MPI_PROC_NULL ? 0 : min_post(comm, source);
-    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, fn, dt, count);
-    msg_t m = {0};
-    int rc;
-    if (kind != GDTE_IPO_HOST && (rc = msg_prepare_post(fn, comm, dt, count, kind, mp, &m)) != MPI_SUCCESS) return rc;
-    if (kind == GDTE_IPO_HOST || m.nbytes == 0) {
+    gdte_ipo_kind_t kind;
+    int64_t mp;
+    msg_t m;
+    int direct, rc = recv_begin(fn, comm, source == MPI_PROC_NULL, source, buf, count, dt, &kind, &mp, &m, &direct);
+    if (rc != MPI_SUCCESS) return rc;
+    if (direct) {
         if (mp) return node_host_recv(fn, persistent, buf, count, dt, source, tag, comm, NULL, req, NULL);
         return persistent ? IPO_NEXT(Recv_init)(buf, count, dt, source, tag, comm, req)
                           : IPO_NEXT(Irecv)(buf, count, dt, source, tag, comm, req);
@@ -497,15 +512,13 @@ static MPI_Comm message_comm(const MPI_Message *msg)
 int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *status)
 {
     MPI_Comm comm = message_comm(msg);
-    int noproc = msg && *msg == MPI_MESSAGE_NO_PROC;
-    gdte_ipo_kind_t kind = noproc ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    int64_t mp = noproc ? 0 : min_post(comm, MPI_ANY_SOURCE);
-    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Mrecv", dt, count);
-    msg_t m = {0};
-    int rc;
-    if (kind != GDTE_IPO_HOST && (rc = msg_prepare_post("MPI_Mrecv", comm, dt, count, kind, mp, &m)) != MPI_SUCCESS)
-        return rc;
-    if (kind == GDTE_IPO_HOST || m.nbytes == 0) {
+    gdte_ipo_kind_t kind;
+    int64_t mp;
+    msg_t m;
+    int direct, rc = recv_begin("MPI_Mrecv", comm, msg && *msg == MPI_MESSAGE_NO_PROC, MPI_ANY_SOURCE, buf, count, dt, &kind,
+                                &mp, &m, &direct);
+    if (rc != MPI_SUCCESS) return rc;
+    if (direct) {
         if (mp) return node_host_recv("MPI_Mrecv", 0, buf, count, dt, 0, 0, comm, msg, NULL, status);
         return IPO_NEXT(Mrecv)(buf, count, dt, msg, status);
     }
@@ -517,15 +530,13 @@ int gdte_ipo_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_
 int gdte_ipo_imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req)
 {
     MPI_Comm comm = message_comm(msg);
-    int noproc = msg && *msg == MPI_MESSAGE_NO_PROC;
-    gdte_ipo_kind_t kind = noproc ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
-    int64_t mp = noproc ? 0 : min_post(comm, MPI_ANY_SOURCE);
-    if (kind == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Imrecv", dt, count);
-    msg_t m = {0};
-    int rc;
-    if (kind != GDTE_IPO_HOST && (rc = msg_prepare_post("MPI_Imrecv", comm, dt, count, kind, mp, &m)) != MPI_SUCCESS)
-        return rc;
-    if (kind == GDTE_IPO_HOST || m.nbytes == 0) {
+    gdte_ipo_kind_t kind;
+    int64_t mp;
+    msg_t m;
+    int direct, rc = recv_begin("MPI_Imrecv", comm, msg && *msg == MPI_MESSAGE_NO_PROC, MPI_ANY_SOURCE, buf, count, dt, &kind,
+                                &mp, &m, &direct);
+    if (rc != MPI_SUCCESS) return rc;
+    if (direct) {
         if (mp) return node_host_recv("MPI_Imrecv", 0, buf, count, dt, 0, 0, comm, msg, req, NULL);
         return IPO_NEXT(Imrecv)(buf, count, dt, msg, req);
     }
