@@ -29,7 +29,10 @@
     X(Irsend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Send_init) X(Ssend_init) X(Bsend_init)       \
     X(Rsend_init) X(Recv_init) X(Start) X(Startall) X(Request_free) X(Request_get_status) X(Wait) X(Waitall) \
     X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Pack) X(Unpack) X(Type_free)          \
-    X(Mrecv) X(Imrecv) X(Mprobe) X(Improbe) X(Probe) X(Iprobe) X(Cancel)
+    X(Mrecv) X(Imrecv) X(Mprobe) X(Improbe) X(Probe) X(Iprobe) X(Cancel)   \
+    X(Comm_dup) X(Comm_dup_with_info) X(Comm_split) X(Comm_split_type) X(Comm_create) X(Comm_create_group)   \
+    X(Cart_create) X(Cart_sub) X(Graph_create) X(Dist_graph_create) X(Dist_graph_create_adjacent)          \
+    X(Intercomm_create) X(Intercomm_merge)
 
 typedef struct gdte_ipo_next {
 #define GDTE_X_NEXT_FIELD(name) __typeof__(&PMPI_##name) name;

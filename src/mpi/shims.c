@@ -381,62 +381,62 @@ GDTE_IPO_EXPORT int MPI_Type_free(MPI_Datatype *dt)
         return rc_;                                                         \
     } while (0)
 
-GDTE_IPO_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) { NODE_NEW(PMPI_Comm_dup(comm, newcomm), newcomm); }
+GDTE_IPO_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) { NODE_NEW(IPO_NEXT(Comm_dup)(comm, newcomm), newcomm); }
 GDTE_IPO_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Comm_dup_with_info)(comm, info, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Comm_split(comm, color, key, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Comm_split)(comm, color, key, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Comm_split_type(comm, type, key, info, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Comm_split_type)(comm, type, key, info, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Comm_create(comm, group, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Comm_create)(comm, group, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Comm_create_group)(comm, group, tag, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
                                     MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Cart_create)(comm, ndims, dims, periods, reorder, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain[], MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Cart_sub(comm, remain, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Cart_sub)(comm, remain, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder,
                                      MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Graph_create)(comm, nnodes, index, edges, reorder, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
                                           const int destinations[], const int weights[], MPI_Info info, int reorder,
                                           MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Dist_graph_create)(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
                                                    const int sourceweights[], int outdegree, const int destinations[],
                                                    const int destweights[], MPI_Info info, int reorder,
                                                    MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations,
+    NODE_NEW(IPO_NEXT(Dist_graph_create_adjacent)(comm, indegree, sources, sourceweights, outdegree, destinations,
                                              destweights, info, reorder, newcomm),
              newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader, int tag,
                                          MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Intercomm_create(local, local_leader, peer, remote_leader, tag, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Intercomm_create)(local, local_leader, peer, remote_leader, tag, newcomm), newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm *newcomm)
 {
-    NODE_NEW(PMPI_Intercomm_merge(inter, high, newcomm), newcomm);
+    NODE_NEW(IPO_NEXT(Intercomm_merge)(inter, high, newcomm), newcomm);
 }
