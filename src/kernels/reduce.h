@@ -80,7 +80,8 @@ gdte_status_t gdte_reduce_gpu(gdte_rop_t op, gdte_rtype_t t, const void *in, voi
  * o: the inout element (an lvalue), i: the input element. Integer SUM/PROD take the unsigned
  * type `UT` of the element's width. */
 #define GDTE_RED_SUM(T, UT, o, i) ((o) = (T)((UT)(o) + (UT)(i)))
-#define GDTE_RED_PROD(T, UT, o, i) ((o) = (T)((UT)(o) * (UT)(i)))
+/* 1u: unsigned arithmetic also for types narrower than int, which promote to (signed) int. */
+#define GDTE_RED_PROD(T, UT, o, i) ((o) = (T)((UT)(o) * 1u * (UT)(i)))
 #define GDTE_RED_FSUM(T, UT, o, i) ((o) = (o) + (i))
 #define GDTE_RED_FPROD(T, UT, o, i) ((o) = (o) * (i))
 #define GDTE_RED_MIN(T, UT, o, i) ((o) = (o) < (i) ? (o) : (i))
