@@ -529,6 +529,13 @@ static void bench_bytes(long s, int bcast)
     }
     cb_get(got, a.rb, rbytes);
     int bad = memcmp(got, ref, rbytes) != 0;
+    if (bad) {
+        size_t i = 0, nbad = 0;
+        while (i < rbytes && got[i] == ref[i]) i++;
+        for (size_t j = i; j < rbytes; j++) nbad += got[j] != ref[j];
+        fprintf(stderr, "[rank %d] %s %ld: gdte differs first at byte %zu (block %zu, got %d, want %d), %zu bytes differ\n",
+                rank, bcast ? "bcast" : "allgather", s, i, i / (size_t)s, got[i], ref[i], nbad);
+    }
     /* the expert's buffers: plain device memory (not through gdte) */
     char *es = cb_alloc(bcast ? rbytes : (size_t)s), *er = cb_alloc(rbytes);
     cb_put(es, h, (size_t)s);

@@ -29,13 +29,7 @@ extern "C" int cb_init(int rank)
 }
 extern "C" int cb_has_ipc(void) { return 1; }
 extern "C" const char *cb_device_name(void) { return device_name; }
-extern "C" void *cb_alloc(size_t bytes)
-{
-    void *p = NULL;
-    CK(cudaMalloc(&p, bytes ? bytes : 1));
-    CK(cudaMemset(p, 0, bytes ? bytes : 1));
-    return p;
-}
+extern "C" void *cb_alloc(size_t bytes) { return bench_dev_alloc_zero(bytes); }
 extern "C" void cb_free(void *p) { bench_dev_free(p); }
 extern "C" void cb_put(void *dev, const void *host, size_t bytes) { bench_copy(dev, host, bytes); }
 extern "C" void cb_get(void *host, const void *dev, size_t bytes) { bench_copy(host, dev, bytes); }

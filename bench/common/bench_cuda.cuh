@@ -66,6 +66,16 @@ static inline void bench_copy(void *dst, const void *src, size_t bytes)
     bench_copy_async(dst, src, bytes);
     bench_sync();
 }
+// Zeroed device memory, ready for any stream: the memset runs on the legacy default stream,
+// which bench_stream (non-blocking) does not wait for, so it is completed here.
+static inline void *bench_dev_alloc_zero(size_t bytes)
+{
+    void *p = NULL;
+    CK(cudaMalloc(&p, bytes ? bytes : 1));
+    CK(cudaMemset(p, 0, bytes ? bytes : 1));
+    CK(cudaDeviceSynchronize());
+    return p;
+}
 static inline void bench_dev_free(void *p)
 {
     if (p) CK(cudaFree(p));

@@ -20,13 +20,7 @@ extern "C" int hb_init(int local_rank)
 
 extern "C" const char *hb_device_name(void) { return device_name; }
 
-extern "C" void *hb_dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    CK(cudaMalloc(&p, bytes));
-    CK(cudaMemset(p, 0, bytes));
-    return p;
-}
+extern "C" void *hb_dev_alloc(size_t bytes) { return bench_dev_alloc_zero(bytes); }
 extern "C" void hb_dev_free(void *p) { bench_dev_free(p); }
 extern "C" void *hb_pinned_alloc(size_t bytes)
 {
