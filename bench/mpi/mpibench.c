@@ -619,8 +619,10 @@ int main(int argc, char **argv)
     }
 
     if (rank == 0 && gdte_mpi_counter)
-        printf("gdte: %lld device sends, %lld device receives, %lld fragments\n", (long long)gdte_mpi_counter("sends"),
-               (long long)gdte_mpi_counter("recvs"), (long long)gdte_mpi_counter("fragments"));
+        printf("gdte: %lld device sends, %lld device receives, %lld fragments\n",
+               (long long)(gdte_mpi_counter("sends") + gdte_mpi_counter("node_sends")),
+               (long long)(gdte_mpi_counter("recvs") + gdte_mpi_counter("node_recvs")),
+               (long long)gdte_mpi_counter("fragments"));
     if (csv) fclose(csv);
     /* The peer has unmapped our buffer before we free it. Both ranks or neither reach the
      * barrier: raw_mine exists on both when the baseline was tried, raw_peer only where the

@@ -75,6 +75,10 @@ void gdte_fake_clear(void);
 /* Report a gdte failure of MPI call `fn` through `comm`'s error handler; returns the MPI error
  * class (when the handler returns). */
 int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st);
+/* Set while gdte finishes a receive ahead of the application's completion call (node path
+ * progress): errors are recorded in the request and raised through the communicator's handler
+ * by the call that completes it, not by whichever call happened to make progress. */
+extern _Thread_local int gdte_ipo_defer_errh;
 /* A buffer partly host and partly device memory: MPI_ERR_BUFFER through `comm`'s handler. */
 int gdte_ipo_mixed_fail(MPI_Comm comm, const char *fn, MPI_Datatype dt, int count);
 
@@ -123,6 +127,10 @@ typedef struct gdte_ipo_req {
      * fini(r) when set: release what ctx holds). finish returns the request's error code. */
     int (*finish)(struct gdte_ipo_req *r, MPI_Status *st, int rc);
     void (*fini)(struct gdte_ipo_req *r);
+    /* A persistent request of another shape (persistent collectives): MPI_Start/Startall call
+     * start(r) in place of the persistent send's pack, before the MPI starts it; it returns an
+     * MPI error code (not MPI_SUCCESS: the request is not started). */
+    int (*start)(struct gdte_ipo_req *r);
     void *ctx;
     /* Node path (interpose_node.c): bytes posted to the MPI (>= nbytes: a receive that may
      * match a marker is posted for at least GDTE_IPO_MARK_BYTES), where they land (NULL: the
@@ -131,7 +139,8 @@ typedef struct gdte_ipo_req {
     void *node_landing;
     int node_send;
     int node_pers;        /* persistent send of inline markers */
-    MPI_Status fixed_st;  /* a receive finished by MPI_Request_get_status: its status */
+    MPI_Status fixed_st;  /* a receive finished ahead of its completion call: its status */
+    int fixed_rc;         /* ... and its error code (raised by the completion call) */
     UT_hash_handle hh;
     struct gdte_ipo_req *next_orphan;
 } gdte_ipo_req_t;

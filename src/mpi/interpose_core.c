@@ -203,6 +203,8 @@ gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt)
     return k;
 }
 
+_Thread_local int gdte_ipo_defer_errh;
+
 int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st)
 {
     int code = gdte_mpi_status_to_mpi_error(st);
@@ -216,7 +218,7 @@ int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st)
                 gdte_status_name(st));
     fflush(stderr);
     if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
-    PMPI_Comm_call_errhandler(comm, code);
+    if (!gdte_ipo_defer_errh) PMPI_Comm_call_errhandler(comm, code);
     return code;
 }
 

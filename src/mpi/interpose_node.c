@@ -912,7 +912,7 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
         /* The sender waits for this whatever happened here. */
         void *none = malloc(1);
         if (none) isend_owned(none, 0, nc->world[src], mk.fin_tag, fin_comm);
-        gdte_ipo_cnt_g.node_recvs++;
+        if (kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.node_recvs++; /* device receives, as `recvs` */
     }
     free(a);
     if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);

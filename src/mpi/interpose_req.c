@@ -101,7 +101,7 @@ void gdte_ipo_req_destroy(gdte_ipo_req_t *r)
 int gdte_ipo_truncated(MPI_Comm comm, MPI_Status *st)
 {
     st->MPI_ERROR = MPI_ERR_TRUNCATE;
-    PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, MPI_ERR_TRUNCATE);
+    if (!gdte_ipo_defer_errh) PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, MPI_ERR_TRUNCATE);
     return MPI_ERR_TRUNCATE;
 }
 
@@ -208,7 +208,13 @@ static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *f
     if (r->is_recv && r->unpacked) {
         int keep_err = st->MPI_ERROR;
         *st = r->fixed_st;
-        st->MPI_ERROR = keep_err;
+        st->MPI_ERROR = r->fixed_rc != MPI_SUCCESS ? r->fixed_rc : keep_err;
+        if (r->fixed_rc != MPI_SUCCESS) {
+            /* Finished ahead (node path progress, MPI_Request_get_status): the error is this
+             * call's to report. */
+            erc = r->fixed_rc;
+            PMPI_Comm_call_errhandler(r->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : r->comm, erc);
+        }
     }
     if (r->finish)
         erc = r->finish(r, st, rc);
@@ -222,6 +228,7 @@ static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *f
          * may free a persistent request that completed in error: then the record goes.) */
         r->active = 0;
         r->unpacked = 0;
+        r->fixed_rc = MPI_SUCCESS;
         gdte_ipo_req_insert(r);
         return rc != MPI_SUCCESS ? rc : erc;
     }
@@ -348,6 +355,21 @@ static void unclaim(int n, int except)
 }
 
 
+/* Finish a completed receive before the application's completion call does (the data must be
+ * in its buffer, or a node-path sender is waiting): unpack now, keep the status and the error
+ * code for the call that completes the request. */
+static int finish_ahead(gdte_ipo_req_t *r, MPI_Status *st, const char *fn)
+{
+    int erc = r->kind == GDTE_IPO_HOST
+                  ? gdte_ipo_host_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->stage, r->nbytes, st)
+                  : gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes,
+                                         r->node_post, st);
+    r->unpacked = 1;
+    r->fixed_st = *st;
+    r->fixed_rc = erc;
+    return erc;
+}
+
 /* ---- node path progress ----
  * A receive matched by a marker is finished by gdte (the data copied from the peer, a FIN
  * sent), not by the MPI; a process blocked in the MPI would never do it, and a peer waiting
@@ -364,12 +386,9 @@ void gdte_ipo_node_progress(void)
         int flag = 0;
         if (PMPI_Request_get_status(r->handle, &flag, &st) != MPI_SUCCESS || !flag) continue;
         if (!gdte_ipo_node_is_marker(r->comm, &st)) continue;
-        (void)(r->kind == GDTE_IPO_HOST
-                   ? gdte_ipo_host_recv_finish(r->comm, "MPI_Wait", r->user, r->count, r->dt, r->stage, r->nbytes, &st)
-                   : gdte_ipo_recv_finish(r->comm, "MPI_Wait", r->user, r->count, r->dt, r->type, r->kind, r->stage,
-                                          r->nbytes, r->node_post, &st));
-        r->unpacked = 1;
-        r->fixed_st = st;
+        gdte_ipo_defer_errh = 1;
+        (void)finish_ahead(r, &st, "MPI_Wait");
+        gdte_ipo_defer_errh = 0;
     }
     pthread_mutex_unlock(&req_lock);
 }
@@ -410,6 +429,7 @@ int gdte_ipo_wait(MPI_Request *req, MPI_Status *status)
 int gdte_ipo_test(MPI_Request *req, int *flag, MPI_Status *status)
 {
     orphans_progress(0);
+    if (gdte_ipo_node_on()) gdte_ipo_node_progress();
     gdte_ipo_req_t *r = req ? claim_active(*req) : NULL;
     if (!r) return IPO_NEXT(Test)(req, flag, status);
     MPI_Status st;
@@ -465,6 +485,9 @@ int gdte_ipo_waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 int gdte_ipo_testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
     orphans_progress(0);
+    /* All or nothing: a marker receive the MPI completed must be finished now (its sender may
+     * wait for it before sending the others). */
+    if (gdte_ipo_node_on()) gdte_ipo_node_progress();
     if (claim_many(n, reqs) <= 0) return IPO_NEXT(Testall)(n, reqs, flag, statuses);
     MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
     int rc = IPO_NEXT(Testall)(n, reqs, flag, sts);
@@ -479,6 +502,7 @@ static int any_common(int test, int n, MPI_Request reqs[], int *index, int *flag
 {
     const char *fn = test ? "MPI_Testany" : "MPI_Waitany";
     orphans_progress(0);
+    if (test && gdte_ipo_node_on()) gdte_ipo_node_progress();
     if (claim_many(n, reqs) <= 0)
         return test ? IPO_NEXT(Testany)(n, reqs, index, flag, status) : IPO_NEXT(Waitany)(n, reqs, index, status);
     MPI_Status st;
@@ -508,6 +532,7 @@ static int some(int test, int n, MPI_Request reqs[], int *outcount, int indices[
 {
     const char *fn = test ? "MPI_Testsome" : "MPI_Waitsome";
     orphans_progress(0);
+    if (test && gdte_ipo_node_on()) gdte_ipo_node_progress();
     if (claim_many(n, reqs) <= 0)
         return test ? IPO_NEXT(Testsome)(n, reqs, outcount, indices, statuses)
                     : IPO_NEXT(Waitsome)(n, reqs, outcount, indices, statuses);
@@ -547,13 +572,7 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
         int eclass = MPI_SUCCESS;
         if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
         if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
-            int erc = r->kind == GDTE_IPO_HOST
-                          ? gdte_ipo_host_recv_finish(r->comm, "MPI_Request_get_status", r->user, r->count, r->dt,
-                                                      r->stage, r->nbytes, &st)
-                          : gdte_ipo_recv_finish(r->comm, "MPI_Request_get_status", r->user, r->count, r->dt,
-                                                 r->type, r->kind, r->stage, r->nbytes, r->node_post, &st);
-            r->unpacked = 1;
-            r->fixed_st = st; /* the completion call reports it again */
+            int erc = finish_ahead(r, &st, "MPI_Request_get_status"); /* the completion call reports it again */
             if (rc == MPI_SUCCESS) rc = erc;
         }
     }
@@ -598,14 +617,17 @@ int gdte_ipo_start(MPI_Request *req)
 {
     gdte_ipo_req_t *r = req ? gdte_ipo_req_find(*req) : NULL;
     if (!r) return IPO_NEXT(Start)(req);
-    if (!r->is_recv) {
+    if (r->start) {
+        int rc = r->start(r);
+        if (rc != MPI_SUCCESS) return rc;
+    } else if (!r->is_recv) {
         int rc = r->node_pers ? gdte_ipo_node_persistent_start(r) : gdte_ipo_persistent_pack(r);
         if (rc != MPI_SUCCESS) return rc;
     }
     int rc = IPO_NEXT(Start)(req);
     if (rc == MPI_SUCCESS) {
         r->active = 1;
-        if (r->is_recv) gdte_ipo_cnt_g.recvs++;
+        if (r->is_recv && r->kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.recvs++;
     }
     return rc;
 }
@@ -613,10 +635,14 @@ int gdte_ipo_start(MPI_Request *req)
 int gdte_ipo_startall(int n, MPI_Request reqs[])
 {
     if (n <= 0 || atomic_load_explicit(&req_live, memory_order_acquire) == 0) return IPO_NEXT(Startall)(n, reqs);
-    /* Pack every send first, then start them all in one call, as the application asked. */
+    /* Pack every send (and run every start hook) first, then start them all in one call, as the
+     * application asked. */
     for (int i = 0; i < n; i++) {
         gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
-        if (r && !r->is_recv) {
+        if (r && r->start) {
+            int rc = r->start(r);
+            if (rc != MPI_SUCCESS) return rc;
+        } else if (r && !r->is_recv) {
             int rc = r->node_pers ? gdte_ipo_node_persistent_start(r) : gdte_ipo_persistent_pack(r);
             if (rc != MPI_SUCCESS) return rc;
         }
@@ -627,7 +653,7 @@ int gdte_ipo_startall(int n, MPI_Request reqs[])
             gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
             if (r) {
                 r->active = 1;
-                if (r->is_recv) gdte_ipo_cnt_g.recvs++;
+                if (r->is_recv && r->kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.recvs++;
             }
         }
     return rc;

@@ -87,7 +87,7 @@ static inline int mt_eclass(int rc)
 static inline int64_t mt_gdte_traffic(void)
 {
     return mt_counter("sends") + mt_counter("recvs") + mt_counter("packs") + mt_counter("unpacks") +
-           mt_counter("direct");
+           mt_counter("direct") + mt_counter("node_sends") + mt_counter("node_recvs");
 }
 
 static inline void mt_init_common(void);
