@@ -1,6 +1,6 @@
 /*
  * Collectives on device buffers: Alltoall(v,w), Neighbor_alltoall(v,w), Neighbor_allgather(v),
- * Allgather(v), Gather(v), Scatter(v), Bcast, blocking and nonblocking.
+ * Allgather(v), Gather(v), Scatter(v), Bcast, blocking, nonblocking and persistent.
  *
  * A collective has two sides on each process, what it sends and what it receives, each cut
  * into blocks (one per peer, or one). A call whose sides are both host memory goes to the MPI
@@ -17,6 +17,14 @@
  * the receive side unpacked by one after it (at completion for a nonblocking call: the MPI's
  * own request goes to the application, with a record whose finish hook unpacks).
  *
+ * Persistent forms (Open MPI's MPIX_<name>_init, MPI-4's MPI_<name>_init): the sides are
+ * described, imported and staged once, at init, and the MPI's own persistent collective is set
+ * up on the staged bytes; its request goes to the application with a record (persistent) whose
+ * start hook packs the send side by one batched launch at every MPI_Start/MPI_Startall, whose
+ * finish hook unpacks by one at every completion, and whose fini hook releases the staging at
+ * MPI_Request_free. A process whose buffers are all host memory sets up the MPI's persistent
+ * collective as the application gave it.
+ *
  * MPI_IN_PLACE: the receive side stands in for the send side; the blocks the MPI reads from it
  * are packed first (all of them for the alltoall forms, this process's own for Allgather(v)),
  * and blocks the MPI leaves alone are not unpacked (the root's own block of an in-place
@@ -28,6 +36,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "interpose_coll.h"
@@ -50,6 +59,40 @@ __attribute__((constructor)) static void coll_resolve_next(void)
 #undef GDTE_X_COLL_RESOLVE
 }
 
+/* The persistent forms' next definitions, per naming (refuse.h says which the MPI declares);
+ * the profiling name when no next definition exists. */
+static gdte_coll_init_next_t init_next[3];
+
+const char *gdte_pinit_prefix(gdte_pinit_t init) { return init == GDTE_PINIT_MPI4 ? "MPI_" : "MPIX_"; }
+
+void *gdte_pinit_resolve(gdte_pinit_t init, const char *name)
+{
+#if !defined(GDTE_HAVE_MPIX_PCOLL)
+    if (init == GDTE_PINIT_MPIX) return NULL;
+#endif
+#if !defined(GDTE_HAVE_MPI4_PCOLL)
+    if (init == GDTE_PINIT_MPI4) return NULL;
+#endif
+    if (init == GDTE_PINIT_NONE) return NULL;
+    char nm[96];
+    snprintf(nm, sizeof nm, "%s%s_init", gdte_pinit_prefix(init), name);
+    void *f = dlsym(RTLD_NEXT, nm);
+    if (!f) {
+        snprintf(nm, sizeof nm, "P%s%s_init", gdte_pinit_prefix(init), name);
+        f = dlsym(RTLD_DEFAULT, nm);
+    }
+    return f;
+}
+
+__attribute__((constructor)) static void coll_resolve_init_next(void)
+{
+    for (int k = GDTE_PINIT_MPIX; k <= GDTE_PINIT_MPI4; k++) {
+#define GDTE_X_COLL_INIT_RESOLVE(name, params) *(void **)&init_next[k].name = gdte_pinit_resolve((gdte_pinit_t)k, #name);
+        GDTE_COLL_INIT_LIST(GDTE_X_COLL_INIT_RESOLVE)
+#undef GDTE_X_COLL_INIT_RESOLVE
+    }
+}
+
 static _Atomic int64_t n_calls, n_bytes_packed, n_bytes_unpacked;
 
 int64_t gdte_ipo_coll_counter(const char *name)
@@ -62,31 +105,79 @@ int64_t gdte_ipo_coll_counter(const char *name)
     return -1;
 }
 
-static const char *const op_names[GDTE_COLL_OPS_][2] = {
-    {"MPI_Alltoall", "MPI_Ialltoall"},
-    {"MPI_Alltoallv", "MPI_Ialltoallv"},
-    {"MPI_Alltoallw", "MPI_Ialltoallw"},
-    {"MPI_Neighbor_alltoall", "MPI_Ineighbor_alltoall"},
-    {"MPI_Neighbor_alltoallv", "MPI_Ineighbor_alltoallv"},
-    {"MPI_Neighbor_alltoallw", "MPI_Ineighbor_alltoallw"},
-    {"MPI_Neighbor_allgather", "MPI_Ineighbor_allgather"},
-    {"MPI_Neighbor_allgatherv", "MPI_Ineighbor_allgatherv"},
-    {"MPI_Allgather", "MPI_Iallgather"},
-    {"MPI_Allgatherv", "MPI_Iallgatherv"},
-    {"MPI_Gather", "MPI_Igather"},
-    {"MPI_Gatherv", "MPI_Igatherv"},
-    {"MPI_Scatter", "MPI_Iscatter"},
-    {"MPI_Scatterv", "MPI_Iscatterv"},
-    {"MPI_Bcast", "MPI_Ibcast"},
+/* Blocking, nonblocking, Open MPI's persistent, MPI-4's persistent. */
+#define OP_NAMES(x, ix) {"MPI_" x, "MPI_" ix, "MPIX_" x "_init", "MPI_" x "_init"}
+static const char *const op_names[GDTE_COLL_OPS_][4] = {
+    OP_NAMES("Alltoall", "Ialltoall"),
+    OP_NAMES("Alltoallv", "Ialltoallv"),
+    OP_NAMES("Alltoallw", "Ialltoallw"),
+    OP_NAMES("Neighbor_alltoall", "Ineighbor_alltoall"),
+    OP_NAMES("Neighbor_alltoallv", "Ineighbor_alltoallv"),
+    OP_NAMES("Neighbor_alltoallw", "Ineighbor_alltoallw"),
+    OP_NAMES("Neighbor_allgather", "Ineighbor_allgather"),
+    OP_NAMES("Neighbor_allgatherv", "Ineighbor_allgatherv"),
+    OP_NAMES("Allgather", "Iallgather"),
+    OP_NAMES("Allgatherv", "Iallgatherv"),
+    OP_NAMES("Gather", "Igather"),
+    OP_NAMES("Gatherv", "Igatherv"),
+    OP_NAMES("Scatter", "Iscatter"),
+    OP_NAMES("Scatterv", "Iscatterv"),
+    OP_NAMES("Bcast", "Ibcast"),
 };
+#undef OP_NAMES
+
+static const char *op_name(const gdte_coll_args_t *a)
+{
+    return op_names[a->op][a->init == GDTE_PINIT_MPI4 ? 3 : a->init == GDTE_PINIT_MPIX ? 2 : a->req != NULL];
+}
 
 /* ---- the MPI's own call, each side either as given or as bytes in staging ---- */
 typedef gdte_coll_side_args_t eff_t;
+
+/* The persistent form of the call (a->init), on the sides given. */
+static int call_mpi_init(const gdte_coll_args_t *a, const eff_t *s, const eff_t *r)
+{
+    const gdte_coll_init_next_t *N = &init_next[a->init];
+    MPI_Comm c = a->comm;
+    MPI_Info i = a->info;
+    MPI_Request *q = a->req;
+    void *rb = (void *)r->buf;
+#define CALL_INIT(name, ...) (N->name ? N->name(__VA_ARGS__, c, i, q) : MPI_ERR_INTERN)
+    switch (a->op) {
+    case GDTE_COLL_ALLTOALL: return CALL_INIT(Alltoall, s->buf, s->count, s->type, rb, r->count, r->type);
+    case GDTE_COLL_NALLTOALL: return CALL_INIT(Neighbor_alltoall, s->buf, s->count, s->type, rb, r->count, r->type);
+    case GDTE_COLL_ALLGATHER: return CALL_INIT(Allgather, s->buf, s->count, s->type, rb, r->count, r->type);
+    case GDTE_COLL_NALLGATHER: return CALL_INIT(Neighbor_allgather, s->buf, s->count, s->type, rb, r->count, r->type);
+    case GDTE_COLL_ALLTOALLV:
+        return CALL_INIT(Alltoallv, s->buf, s->counts, s->displs, s->type, rb, r->counts, r->displs, r->type);
+    case GDTE_COLL_NALLTOALLV:
+        return CALL_INIT(Neighbor_alltoallv, s->buf, s->counts, s->displs, s->type, rb, r->counts, r->displs, r->type);
+    case GDTE_COLL_ALLTOALLW:
+        return CALL_INIT(Alltoallw, s->buf, s->counts, s->displs, s->types, rb, r->counts, r->displs, r->types);
+    case GDTE_COLL_NALLTOALLW:
+        return CALL_INIT(Neighbor_alltoallw, s->buf, s->counts, s->adispls, s->types, rb, r->counts, r->adispls,
+                         r->types);
+    case GDTE_COLL_ALLGATHERV:
+        return CALL_INIT(Allgatherv, s->buf, s->count, s->type, rb, r->counts, r->displs, r->type);
+    case GDTE_COLL_NALLGATHERV:
+        return CALL_INIT(Neighbor_allgatherv, s->buf, s->count, s->type, rb, r->counts, r->displs, r->type);
+    case GDTE_COLL_GATHER: return CALL_INIT(Gather, s->buf, s->count, s->type, rb, r->count, r->type, a->root);
+    case GDTE_COLL_GATHERV:
+        return CALL_INIT(Gatherv, s->buf, s->count, s->type, rb, r->counts, r->displs, r->type, a->root);
+    case GDTE_COLL_SCATTER: return CALL_INIT(Scatter, s->buf, s->count, s->type, rb, r->count, r->type, a->root);
+    case GDTE_COLL_SCATTERV:
+        return CALL_INIT(Scatterv, s->buf, s->counts, s->displs, s->type, rb, r->count, r->type, a->root);
+    case GDTE_COLL_BCAST: return CALL_INIT(Bcast, rb, r->count, r->type, a->root);
+    default: return MPI_ERR_INTERN;
+    }
+#undef CALL_INIT
+}
 
 static int call_mpi(const gdte_coll_args_t *a, const eff_t *s, const eff_t *r)
 {
     MPI_Comm c = a->comm;
     MPI_Request *q = a->req;
+    if (a->init != GDTE_PINIT_NONE) return call_mpi_init(a, s, r);
     switch (a->op) {
 #define A2A(fn, ifn) (q ? COLL_NEXT(ifn)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c, q) \
                         : COLL_NEXT(fn)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c))
@@ -508,7 +599,9 @@ typedef enum { PRE_NONE = 0, PRE_ALL, PRE_MINE } pre_t;
 
 typedef struct coll {
     side_t s, r;
-    int skip; /* receive block not to unpack (-1: none) */
+    int skip;  /* receive block not to unpack (-1: none) */
+    pre_t pre; /* MPI_IN_PLACE: which receive blocks the MPI reads */
+    int rank;  /* this process in the communicator (PRE_MINE's block) */
     const char *fn;
     MPI_Comm comm;
 } coll_t;
@@ -528,6 +621,26 @@ static int coll_unpack(coll_t *c)
     n_bytes_unpacked += c->r.total;
     return MPI_SUCCESS;
 }
+
+/* Before the MPI's call (at every start of a persistent one): the send side packed by one
+ * batch, or under MPI_IN_PLACE the receive blocks the MPI reads. */
+static int coll_pack(coll_t *c)
+{
+    gdte_status_t st = GDTE_OK;
+    if (c->s.stage && c->s.total > 0) {
+        if ((st = side_exec(&c->s, GDTE_DIR_PACK, -1, -1)) == GDTE_OK) n_bytes_packed += c->s.total;
+    }
+    if (st == GDTE_OK && c->r.stage && c->pre != PRE_NONE && c->r.total > 0) {
+        if ((st = side_exec(&c->r, GDTE_DIR_PACK, c->pre == PRE_MINE ? c->rank : -1, -1)) == GDTE_OK)
+            n_bytes_packed += c->r.total;
+    }
+    if (st != GDTE_OK) return gdte_ipo_fail(c->comm, c->fn, st);
+    n_calls++;
+    return MPI_SUCCESS;
+}
+
+/* MPI_Start/MPI_Startall of a persistent collective: pack, then the MPI starts its request. */
+static int coll_start(gdte_ipo_req_t *r) { return coll_pack(r->ctx); }
 
 static int coll_finish(gdte_ipo_req_t *r, MPI_Status *st, int rc)
 {
@@ -634,13 +747,13 @@ static int stage_side(coll_t *c, side_t *sd, int recv)
 
 int gdte_ipo_coll(const gdte_coll_args_t *a)
 {
-    const char *fn = op_names[a->op][a->req != NULL];
+    const char *fn = op_name(a);
     coll_t *c = calloc(1, sizeof *c);
     if (!c) return gdte_ipo_fail(a->comm, fn, GDTE_ERR_NO_MEMORY);
     c->fn = fn;
     c->comm = a->comm;
-    pre_t pre;
-    int rc = describe(a, c, &pre);
+    c->rank = comm_rank(a->comm);
+    int rc = describe(a, c, &c->pre);
     if (rc != MPI_SUCCESS) {
         /* Arguments gdte cannot read: the MPI's own checks report them. */
         coll_free(c);
@@ -675,24 +788,8 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
     gdte_debug("%s: send side %s (%lld bytes), receive side %s (%lld bytes)", fn,
                dev_s ? "device, staged" : c->s.stage ? "host, staged" : "not used", (long long)c->s.total,
                dev_r ? "device, staged" : c->r.stage ? "host, staged" : "not used", (long long)c->r.total);
-    if (c->s.stage && c->s.total > 0) {
-        gdte_status_t st = side_exec(&c->s, GDTE_DIR_PACK, -1, -1);
-        if (st != GDTE_OK) {
-            rc = gdte_ipo_fail(a->comm, fn, st);
-            goto out;
-        }
-        n_bytes_packed += c->s.total;
-    }
-    if (c->r.stage && pre != PRE_NONE && c->r.total > 0) {
-        /* MPI_IN_PLACE: the MPI reads (this process's block of) the receive side. */
-        gdte_status_t st = side_exec(&c->r, GDTE_DIR_PACK, pre == PRE_MINE ? comm_rank(a->comm) : -1, -1);
-        if (st != GDTE_OK) {
-            rc = gdte_ipo_fail(a->comm, fn, st);
-            goto out;
-        }
-        n_bytes_packed += c->r.total;
-    }
-    n_calls++;
+    /* A persistent form packs at every start, not now. */
+    if (a->init == GDTE_PINIT_NONE && (rc = coll_pack(c)) != MPI_SUCCESS) goto out;
     eff_t es = side_eff(&c->s, &a->s), er = side_eff(&c->r, &a->r);
     if (a->op == GDTE_COLL_BCAST && c->s.stage) er = es; /* the root's buffer is its send side */
     if (!a->req) {
@@ -710,11 +807,14 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
         gdte_ipo_req_destroy(r);
         goto out;
     }
-    /* The MPI's request is the application's; completion unpacks and releases (finish, fini). */
+    /* The MPI's request is the application's; completion unpacks (finish), the last completion
+     * or MPI_Request_free of a persistent one releases (fini), each start packs (start). */
     r->handle = *a->req;
-    r->active = 1;
+    r->persistent = a->init != GDTE_PINIT_NONE;
+    r->active = !r->persistent;
     r->comm = a->comm;
     r->dt = MPI_DATATYPE_NULL;
+    r->start = r->persistent ? coll_start : NULL;
     r->finish = coll_finish;
     r->fini = coll_fini;
     r->ctx = c;

@@ -20,7 +20,11 @@
  *    recvcounts for Reduce_scatter, n * recvcount for Reduce_scatter_block) is copied in, the
  *    result (this rank's block, at the start) copied back.
  * Zero counts move nothing. A nonblocking call returns the MPI's own request; the mirrors are
- * kept by a request record (interpose_req.c) whose completion copies the result back.
+ * kept by a request record (interpose_req.c) whose completion copies the result back. A
+ * persistent form (Open MPI's MPIX_<name>_init, MPI-4's MPI_<name>_init) makes the mirrors once
+ * and sets up the MPI's persistent reduction on them; its record's start hook copies the inputs
+ * in at every MPI_Start/MPI_Startall, its finish hook copies the result back at every
+ * completion, and its fini hook frees the mirrors at MPI_Request_free.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -39,6 +43,9 @@
 
 gdte_red_next_t gdte_red_next_g;
 
+gdte_red_init_next_t gdte_red_init_next_g[3];
+#define red_init_next gdte_red_init_next_g
+
 __attribute__((constructor)) static void red_resolve_next(void)
 {
 #define GDTE_X_RED_RESOLVE(name)                                                               \
@@ -46,7 +53,27 @@ __attribute__((constructor)) static void red_resolve_next(void)
     if (!gdte_red_next_g.name) gdte_red_next_g.name = PMPI_##name;
     GDTE_RED_NEXT_LIST(GDTE_X_RED_RESOLVE)
 #undef GDTE_X_RED_RESOLVE
+    for (int k = GDTE_PINIT_MPIX; k <= GDTE_PINIT_MPI4; k++) {
+#define GDTE_X_RED_INIT_RESOLVE(name, params) *(void **)&red_init_next[k].name = gdte_pinit_resolve((gdte_pinit_t)k, #name);
+        GDTE_RED_INIT_LIST(GDTE_X_RED_INIT_RESOLVE)
+#undef GDTE_X_RED_INIT_RESOLVE
+    }
 }
+
+/* The MPI's call of the kind `how` says: X(name, nonblocking name, arguments before comm). */
+#define RED_CALL(how, name, iname, ...)                                                                         \
+    ((how).init != GDTE_PINIT_NONE                                                                             \
+         ? (red_init_next[(how).init].name ? red_init_next[(how).init].name(__VA_ARGS__, comm, (how).info, (how).req) \
+                                           : MPI_ERR_INTERN)                                                    \
+     : (how).req ? RED_NEXT(iname)(__VA_ARGS__, comm, (how).req)                                                \
+                 : RED_NEXT(name)(__VA_ARGS__, comm))
+
+/* The call's name for messages: blocking, nonblocking, Open MPI's persistent, MPI-4's. */
+static const char *red_name(const char *const names[4], gdte_red_how_t how)
+{
+    return names[how.init == GDTE_PINIT_MPI4 ? 3 : how.init == GDTE_PINIT_MPIX ? 2 : how.req != NULL];
+}
+#define RED_NAMES(x, ix) {"MPI_" x, "MPI_" ix, "MPIX_" x "_init", "MPI_" x "_init"}
 
 /* ---- counters (gdte_mpi_reduce_counter) ---- */
 static _Atomic int64_t n_staged;       /* reductions whose device buffers went through mirrors */
@@ -110,7 +137,26 @@ static void span_of(const gdte_type_info_t *ti, int64_t n, int64_t *lo_p, int64_
     *bytes_p = hi - lo;
 }
 
-static gdte_status_t side_stage_in(red_ctx_t *c, red_side_t *sd)
+/* The inputs of a side, from the application's buffer into its mirror. */
+static gdte_status_t side_copy_in(red_ctx_t *c, red_side_t *sd)
+{
+    if (!sd->mirror || sd->in <= 0) return GDTE_OK;
+    gdte_status_t st;
+    int fake = sd->kind == GDTE_IPO_FAKE;
+    int64_t inbytes = sd->in * c->info.size;
+    if (c->dense) {
+        st = gdte_xfer_pack_to_host(sd->user, sd->in, c->type, fake, sd->mirror->ptr, sd->mirror->pinned, inbytes);
+    } else {
+        st = gdte_xfer_pack_to_host(sd->user, sd->in, c->type, fake, sd->packed->ptr, sd->packed->pinned, inbytes);
+        if (st == GDTE_OK) st = gdte_unpack(sd->packed->ptr, inbytes, sd->base, sd->in, c->type, &host_params, NULL);
+    }
+    if (st == GDTE_OK) n_bytes_staged += inbytes;
+    return st;
+}
+
+/* A side's mirror (and packed stream for a datatype that is not dense); its inputs copied in
+ * when `copy` (a persistent form copies them at every start instead). */
+static gdte_status_t side_stage_in(red_ctx_t *c, red_side_t *sd, int copy)
 {
     int64_t n = sd->in > sd->out ? sd->in : sd->out;
     int64_t lo, bytes, pbytes;
@@ -122,17 +168,7 @@ static gdte_status_t side_stage_in(red_ctx_t *c, red_side_t *sd)
      * user's lowest touched byte (integer arithmetic: it may lie outside the mirror). */
     sd->base = (void *)((uintptr_t)sd->mirror->ptr - (uintptr_t)lo);
     if (!c->dense && (st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)pbytes, &sd->packed)) != GDTE_OK) return st;
-    if (sd->in <= 0) return GDTE_OK;
-    int fake = sd->kind == GDTE_IPO_FAKE;
-    int64_t inbytes = sd->in * c->info.size;
-    if (c->dense) {
-        st = gdte_xfer_pack_to_host(sd->user, sd->in, c->type, fake, sd->mirror->ptr, sd->mirror->pinned, inbytes);
-    } else {
-        st = gdte_xfer_pack_to_host(sd->user, sd->in, c->type, fake, sd->packed->ptr, sd->packed->pinned, inbytes);
-        if (st == GDTE_OK) st = gdte_unpack(sd->packed->ptr, inbytes, sd->base, sd->in, c->type, &host_params, NULL);
-    }
-    if (st == GDTE_OK) n_bytes_staged += inbytes;
-    return st;
+    return copy ? side_copy_in(c, sd) : GDTE_OK;
 }
 
 static gdte_status_t side_stage_out(red_ctx_t *c, red_side_t *sd)
@@ -193,10 +229,11 @@ static gdte_ipo_kind_t kind_of(const void *b, int64_t n, MPI_Datatype dt)
 /*
  * Decide and stage. `s_in`: send elements the MPI reads (0: none); `r_in`/`r_out`: receive
  * elements it reads (MPI_IN_PLACE) and writes. *ctx_p is NULL when no buffer is device memory
- * (the call goes to the MPI as it is). Returns an MPI error code (reported through comm).
+ * (the call goes to the MPI as it is). `copy`: copy the inputs in now (a persistent form copies
+ * them at every start). Returns an MPI error code (reported through comm).
  */
 static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const void *sbuf, int64_t s_in, void *rbuf,
-                       int64_t r_in, int64_t r_out, red_ctx_t **ctx_p)
+                       int64_t r_in, int64_t r_out, int copy, red_ctx_t **ctx_p)
 {
     *ctx_p = NULL;
     gdte_ipo_kind_t sk = kind_of(sbuf, s_in, dt);
@@ -218,18 +255,18 @@ static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const voi
         c->dense = c->info.is_contiguous && c->info.true_lb == 0 && c->info.true_extent == c->info.size;
         if (sk != GDTE_IPO_HOST) {
             c->s = (red_side_t){.user = (void *)sbuf, .kind = sk, .in = s_in};
-            st = side_stage_in(c, &c->s);
+            st = side_stage_in(c, &c->s, copy);
         }
     }
     if (st == GDTE_OK && rk != GDTE_IPO_HOST) {
         c->r = (red_side_t){.user = rbuf, .kind = rk, .in = r_in, .out = r_out};
-        st = side_stage_in(c, &c->r);
+        st = side_stage_in(c, &c->r, copy);
     }
     if (st != GDTE_OK) {
         ctx_free(c);
         return gdte_ipo_fail(comm, fn, st);
     }
-    n_staged++;
+    if (copy) n_staged++;
     gdte_debug("%s: device buffers through host mirrors (send %lld, receive %lld in / %lld out elements)", fn,
                (long long)(sk != GDTE_IPO_HOST ? s_in : 0), (long long)(rk != GDTE_IPO_HOST ? r_in : 0),
                (long long)(rk != GDTE_IPO_HOST ? r_out : 0));
@@ -254,9 +291,45 @@ static void red_fini_req(gdte_ipo_req_t *r)
     r->ctx = NULL;
 }
 
-static int red_complete(red_ctx_t *c, int rc, MPI_Request *req)
+/* MPI_Start/MPI_Startall of a persistent reduction: the inputs into the mirrors. */
+static int red_start_req(gdte_ipo_req_t *r)
 {
+    red_ctx_t *c = r->ctx;
+    gdte_status_t st = side_copy_in(c, &c->s);
+    if (st == GDTE_OK) st = side_copy_in(c, &c->r);
+    if (st != GDTE_OK) return gdte_ipo_fail(c->comm, c->fn, st);
+    n_staged++;
+    return MPI_SUCCESS;
+}
+
+static int red_complete(red_ctx_t *c, int rc, gdte_red_how_t how)
+{
+    MPI_Request *req = how.req;
     if (!c) return rc;
+    if (how.init != GDTE_PINIT_NONE) {
+        if (rc != MPI_SUCCESS) {
+            ctx_free(c);
+            return rc;
+        }
+        gdte_ipo_req_t *r = gdte_ipo_req_new();
+        if (!r) {
+            /* Nothing started yet: the MPI's persistent request goes, and the call fails. */
+            IPO_NEXT(Request_free)(req);
+            rc = gdte_ipo_fail(c->comm, c->fn, GDTE_ERR_NO_MEMORY);
+            ctx_free(c);
+            return rc;
+        }
+        r->handle = *req;
+        r->persistent = 1;
+        r->comm = c->comm;
+        r->dt = MPI_DATATYPE_NULL;
+        r->start = red_start_req;
+        r->finish = red_finish_req;
+        r->fini = red_fini_req;
+        r->ctx = c;
+        gdte_ipo_req_insert(r);
+        return MPI_SUCCESS;
+    }
     if (!req) {
         if (rc == MPI_SUCCESS) {
             gdte_status_t s = side_stage_out(c, &c->r);
@@ -274,7 +347,7 @@ static int red_complete(red_ctx_t *c, int rc, MPI_Request *req)
         /* The operation is in flight on our mirrors: they must outlive it, so wait here. */
         MPI_Status st;
         rc = IPO_NEXT(Wait)(req, &st);
-        return red_complete(c, rc, NULL);
+        return red_complete(c, rc, (gdte_red_how_t){.req = NULL});
     }
     r->handle = *req;
     r->active = 1;
@@ -302,9 +375,11 @@ static int facts_of(MPI_Comm comm, comm_facts_t *f)
 
 /* ---- the calls ---- */
 int gdte_red_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
-                    MPI_Request *req)
+                    gdte_red_how_t how)
 {
-    const char *fn = req ? "MPI_Ireduce" : "MPI_Reduce";
+    static const char *const names[4] = RED_NAMES("Reduce", "Ireduce");
+    const char *fn = red_name(names, how);
+    int copy = how.init == GDTE_PINIT_NONE;
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (count > 0 && facts_of(comm, &f)) {
@@ -319,35 +394,38 @@ int gdte_red_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MP
                 if (sbuf == MPI_IN_PLACE) r_in = count;
             }
         }
-        int rc = red_prepare(fn, comm, dt, sbuf, s_in, rbuf, r_in, r_out, &c);
+        int rc = red_prepare(fn, comm, dt, sbuf, s_in, rbuf, r_in, r_out, copy, &c);
         if (rc != MPI_SUCCESS) return rc;
     }
     const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
     void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = req ? RED_NEXT(Ireduce)(s, r, count, dt, op, root, comm, req)
-                 : RED_NEXT(Reduce)(s, r, count, dt, op, root, comm);
-    return red_complete(c, rc, req);
+    int rc = RED_CALL(how, Reduce, Ireduce, s, r, count, dt, op, root);
+    return red_complete(c, rc, how);
 }
 
 int gdte_red_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                       MPI_Request *req)
+                       gdte_red_how_t how)
 {
-    const char *fn = req ? "MPI_Iallreduce" : "MPI_Allreduce";
+    static const char *const names[4] = RED_NAMES("Allreduce", "Iallreduce");
+    const char *fn = red_name(names, how);
+    int copy = how.init == GDTE_PINIT_NONE;
     red_ctx_t *c = NULL;
     if (count > 0) {
-        int rc = red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, count, &c);
+        int rc = red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, count, copy, &c);
         if (rc != MPI_SUCCESS) return rc;
     }
     const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
     void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = req ? RED_NEXT(Iallreduce)(s, r, count, dt, op, comm, req) : RED_NEXT(Allreduce)(s, r, count, dt, op, comm);
-    return red_complete(c, rc, req);
+    int rc = RED_CALL(how, Allreduce, Iallreduce, s, r, count, dt, op);
+    return red_complete(c, rc, how);
 }
 
 int gdte_red_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype dt, MPI_Op op,
-                            MPI_Comm comm, MPI_Request *req)
+                            MPI_Comm comm, gdte_red_how_t how)
 {
-    const char *fn = req ? "MPI_Ireduce_scatter" : "MPI_Reduce_scatter";
+    static const char *const names[4] = RED_NAMES("Reduce_scatter", "Ireduce_scatter");
+    const char *fn = red_name(names, how);
+    int copy = how.init == GDTE_PINIT_NONE;
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (rcounts && facts_of(comm, &f)) {
@@ -359,58 +437,55 @@ int gdte_red_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], M
         }
         int64_t mine = rcounts[f.rank] > 0 ? rcounts[f.rank] : 0;
         if (ok) {
-            int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, mine, &c);
+            int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, mine, copy, &c);
             if (rc != MPI_SUCCESS) return rc;
         }
     }
     const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
     void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = req ? RED_NEXT(Ireduce_scatter)(s, r, rcounts, dt, op, comm, req)
-                 : RED_NEXT(Reduce_scatter)(s, r, rcounts, dt, op, comm);
-    return red_complete(c, rc, req);
+    int rc = RED_CALL(how, Reduce_scatter, Ireduce_scatter, s, r, rcounts, dt, op);
+    return red_complete(c, rc, how);
 }
 
 int gdte_red_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                                  MPI_Request *req)
+                                  gdte_red_how_t how)
 {
-    const char *fn = req ? "MPI_Ireduce_scatter_block" : "MPI_Reduce_scatter_block";
+    static const char *const names[4] = RED_NAMES("Reduce_scatter_block", "Ireduce_scatter_block");
+    const char *fn = red_name(names, how);
+    int copy = how.init == GDTE_PINIT_NONE;
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (rcount > 0 && facts_of(comm, &f)) {
         int n = f.size;
         if (f.inter && PMPI_Comm_remote_size(comm, &n) != MPI_SUCCESS) n = 0;
         int64_t total = (int64_t)rcount * n;
-        int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, rcount, &c);
+        int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, rcount, copy, &c);
         if (rc != MPI_SUCCESS) return rc;
     }
     const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
     void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = req ? RED_NEXT(Ireduce_scatter_block)(s, r, rcount, dt, op, comm, req)
-                 : RED_NEXT(Reduce_scatter_block)(s, r, rcount, dt, op, comm);
-    return red_complete(c, rc, req);
+    int rc = RED_CALL(how, Reduce_scatter_block, Ireduce_scatter_block, s, r, rcount, dt, op);
+    return red_complete(c, rc, how);
 }
 
 int gdte_red_scan(int exclusive, const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                  MPI_Request *req)
+                  gdte_red_how_t how)
 {
-    static const char *names[2][2] = {{"MPI_Scan", "MPI_Iscan"}, {"MPI_Exscan", "MPI_Iexscan"}};
-    const char *fn = names[exclusive][req != NULL];
+    static const char *const names[2][4] = {RED_NAMES("Scan", "Iscan"), RED_NAMES("Exscan", "Iexscan")};
+    const char *fn = red_name(names[exclusive], how);
+    int copy = how.init == GDTE_PINIT_NONE;
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (count > 0 && facts_of(comm, &f)) {
         /* Exscan leaves rank 0's recvbuf undefined: the MPI does not write it, nor do we. */
         int64_t r_out = exclusive && f.rank == 0 ? 0 : count;
-        int rc = red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, r_out, &c);
+        int rc = red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, r_out, copy, &c);
         if (rc != MPI_SUCCESS) return rc;
     }
     const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
     void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc;
-    if (exclusive)
-        rc = req ? RED_NEXT(Iexscan)(s, r, count, dt, op, comm, req) : RED_NEXT(Exscan)(s, r, count, dt, op, comm);
-    else
-        rc = req ? RED_NEXT(Iscan)(s, r, count, dt, op, comm, req) : RED_NEXT(Scan)(s, r, count, dt, op, comm);
-    return red_complete(c, rc, req);
+    int rc = exclusive ? RED_CALL(how, Exscan, Iexscan, s, r, count, dt, op) : RED_CALL(how, Scan, Iscan, s, r, count, dt, op);
+    return red_complete(c, rc, how);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -591,8 +666,8 @@ int gdte_red_reduce_local(const void *in, void *inout, int count, MPI_Datatype d
      * else on host mirrors. */
     if (gdte_ipo_gpu_aware()) return RED_NEXT(Reduce_local)(in, inout, count, dt, op);
     red_ctx_t *c = NULL;
-    int rc = red_prepare(fn, MPI_COMM_WORLD, dt, in, count, inout, count, count, &c);
+    int rc = red_prepare(fn, MPI_COMM_WORLD, dt, in, count, inout, count, count, 1, &c);
     if (rc != MPI_SUCCESS) return rc;
     rc = RED_NEXT(Reduce_local)(side_arg(c, &c->s, in), (void *)side_arg(c, &c->r, inout), count, dt, op);
-    return red_complete(c, rc, NULL);
+    return red_complete(c, rc, (gdte_red_how_t){.req = NULL});
 }

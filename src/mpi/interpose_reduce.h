@@ -14,6 +14,7 @@
 #define GDTE_MPI_INTERPOSE_REDUCE_H
 
 #include "interpose.h"
+#include "interpose_coll.h" /* gdte_pinit_t, the parameter shapes */
 
 /* The MPI functions the reduction shims call next in the chain. */
 #define GDTE_RED_NEXT_LIST(X)                                                                               \
@@ -28,21 +29,44 @@ typedef struct gdte_red_next {
 extern gdte_red_next_t gdte_red_next_g;
 #define RED_NEXT(name) (gdte_red_next_g.name)
 
+/* The persistent forms (interpose_coll.h's namings): X(name, (parameters before comm)). */
+#define GDTE_RED_INIT_LIST(X)                                                                       \
+    X(Reduce, (RF_REDUCE_P, int root)) X(Allreduce, (RF_REDUCE_P)) X(Reduce_scatter, (RF_RSCAT_P))   \
+    X(Reduce_scatter_block, (RF_RSCATB_P)) X(Scan, (RF_REDUCE_P)) X(Exscan, (RF_REDUCE_P))
+
+/* Their next definitions per naming (gdte_pinit_t; NULL where the MPI has none). */
+typedef struct gdte_red_init_next {
+#define GDTE_X_RED_INIT_FIELD(name, params) int (*name)(GDTE_PI_UNPAREN params, MPI_Comm, MPI_Info, MPI_Request *);
+    GDTE_RED_INIT_LIST(GDTE_X_RED_INIT_FIELD)
+#undef GDTE_X_RED_INIT_FIELD
+} gdte_red_init_next_t;
+extern gdte_red_init_next_t gdte_red_init_next_g[3];
+
 /* 1 when a device buffer is possible at all and the MPI cannot read one: the reduction shims
  * look at their buffers only then (a GPU or the fake device, and not GPU-aware). */
 int gdte_red_checking(void);
 
+/* How a reduction is called: blocking (req NULL), nonblocking (req, init GDTE_PINIT_NONE), or
+ * the persistent form of a naming (req receives an inactive persistent request; info its
+ * MPI_Info): the mirrors are made once, each MPI_Start copies the inputs in, each completion
+ * copies the result back. */
+typedef struct gdte_red_how {
+    MPI_Request *req;
+    gdte_pinit_t init;
+    MPI_Info info;
+} gdte_red_how_t;
+
 int gdte_red_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
-                    MPI_Request *req);
+                    gdte_red_how_t how);
 int gdte_red_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                       MPI_Request *req);
+                       gdte_red_how_t how);
 int gdte_red_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype dt, MPI_Op op,
-                            MPI_Comm comm, MPI_Request *req);
+                            MPI_Comm comm, gdte_red_how_t how);
 int gdte_red_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                                  MPI_Request *req);
+                                  gdte_red_how_t how);
 /* Scan (exclusive 0) and Exscan (1). */
 int gdte_red_scan(int exclusive, const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                  MPI_Request *req);
+                  gdte_red_how_t how);
 int gdte_red_reduce_local(const void *in, void *inout, int count, MPI_Datatype dt, MPI_Op op);
 
 #endif

@@ -21,24 +21,15 @@
  *  - probes: one RF_* per buffer, each RF_x(cond, buffer, ...), looked at only when `cond`
  *    (an expression over the parameters) says the MPI will touch that buffer:
  *      RF_BUF(cond, buf, count, type)       count (MPI_Count) elements of type from buf;
- *      RF_VEC(cond, buf, counts, displs, type, blocks)
- *                                           blocks blocks of counts[i] elements at displs[i]
- *                                           extents of type (the lowest and the highest);
- *      RF_VECW(cond, buf, counts, idispls, adispls, types, blocks)
- *                                           the same with byte displacements (int or MPI_Aint,
- *                                           the other NULL) and a type per block;
  *      RF_BYTES(cond, buf, nbytes)          nbytes bytes from buf.
- *    MPI_IN_PLACE, zero counts and MPI_DATATYPE_NULL are skipped by the probes. The
- *    conditions and counts use RF_PEERS(comm) (the processes a collective exchanges blocks
- *    with: the remote group's size on an intercommunicator), RF_INDEG/RF_OUTDEG(comm) (a
- *    topology's neighbours), RF_AT_ROOT(root, comm) (this process is the root, or MPI_ROOT),
- *    RF_NONROOT(root) (this process contributes to a rooted collective: always on an
- *    intracommunicator, outside the root's group on an intercommunicator), RF_SUM(counts, comm)
- *    and RF_MINE(counts, comm) (the sum of the local group's counts, this rank's).
+ *    Zero counts and MPI_DATATYPE_NULL are skipped by the probes.
+ *
+ * Every collective with a buffer is carried now, blocking, nonblocking and persistent (Open MPI's
+ * MPIX_*_init, MPI-4's MPI_*_init where mpi.h declares them): interpose_coll.c, interpose_reduce.c.
+ * Their parameter shapes stay here, shared by their shims.
  *
  * This header needs no gdte internals: it may be included wherever <mpi.h> is found (gdte_info
- * expands only the family and name columns). Open MPI's persistent collectives (MPIX_*_init,
- * its pcollreq extension) are in the table when its <mpi-ext.h> declares them.
+ * expands only the family and name columns).
  */
 #ifndef GDTE_MPI_REFUSE_H
 #define GDTE_MPI_REFUSE_H
@@ -50,98 +41,43 @@
 #endif
 #endif
 
+/* The persistent collectives the MPI declares: Open MPI's MPIX_<name>_init (its pcollreq
+ * extension) and MPI-4's MPI_<name>_init. gdte carries them (shims_coll.c, shims_reduce.c). */
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
-#define GDTE_RF_PCOLL(...) __VA_ARGS__
-#else
-#define GDTE_RF_PCOLL(...)
+#define GDTE_HAVE_MPIX_PCOLL 1
+#endif
+#if defined(MPI_VERSION) && MPI_VERSION >= 4
+#define GDTE_HAVE_MPI4_PCOLL 1
 #endif
 
 /* What gdte carries (shims.c, GDTE_IPO_NEXT_LIST; shims_coll.c, GDTE_COLL_NEXT_LIST; shims_reduce.c,
  * GDTE_RED_NEXT_LIST), in words, for gdte_info and the README. */
 #define GDTE_MPI_CARRIED                                                                                  \
     "point-to-point, persistent, completion, pack, collectives (alltoall, gather, scatter, bcast families), " \
-    "neighborhood collectives, reductions"
+    "neighborhood collectives and reductions (blocking, nonblocking and persistent)"
 
 /* F(id, key): key names the family in gdte_info's output and in the README's Coverage rows. */
-#define GDTE_REFUSE_FAMILIES(F) \
-    F(COLL, "collectives") F(NBR, "neighborhood") F(RMA, "one-sided") F(IO, "MPI-IO") F(LOCAL, "local")
+#define GDTE_REFUSE_FAMILIES(F) F(RMA, "one-sided") F(IO, "MPI-IO") F(LOCAL, "local")
 
-/* ---- shapes: parameters (_P), arguments (_A) and probes (_R) shared by the variants ---- */
+/* ---- parameter shapes of the collectives (shims_coll.c, shims_reduce.c, the persistent forms) ---- */
 #define RF_GATHER_P                                                                                          \
     const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype
-#define RF_GATHER_A sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype
 #define RF_GATHERV_P                                                                                              \
     const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], \
         MPI_Datatype recvtype
-#define RF_GATHERV_A sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype
 #define RF_SCATTERV_P                                                                                             \
     const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, \
         MPI_Datatype recvtype
-#define RF_SCATTERV_A sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype
 #define RF_ALLTOALLV_P                                                                                            \
     const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf,           \
         const int recvcounts[], const int rdispls[], MPI_Datatype recvtype
-#define RF_ALLTOALLV_A sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype
 #define RF_ALLTOALLW_P(D)                                                                                           \
     const void *sendbuf, const int sendcounts[], const D sdispls[], const MPI_Datatype sendtypes[], void *recvbuf,      \
         const int recvcounts[], const D rdispls[], const MPI_Datatype recvtypes[]
-#define RF_ALLTOALLW_A sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes
 #define RF_REDUCE_P const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op
-#define RF_REDUCE_A sendbuf, recvbuf, count, datatype, op
 #define RF_RSCAT_P const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op
-#define RF_RSCAT_A sendbuf, recvbuf, recvcounts, datatype, op
 #define RF_RSCATB_P const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op
-#define RF_RSCATB_A sendbuf, recvbuf, recvcount, datatype, op
 #define RF_BCAST_P void *buffer, int count, MPI_Datatype datatype, int root
-#define RF_BCAST_A buffer, count, datatype, root
-
-#define RF_ALLGATHER_R RF_BUF(1, sendbuf, sendcount, sendtype) RF_BUF(1, recvbuf, (MPI_Count)recvcount * RF_PEERS(comm), recvtype)
-#define RF_ALLGATHERV_R RF_BUF(1, sendbuf, sendcount, sendtype) RF_VEC(1, recvbuf, recvcounts, displs, recvtype, RF_PEERS(comm))
-#define RF_ALLTOALL_R                                                      \
-    RF_BUF(1, sendbuf, (MPI_Count)sendcount * RF_PEERS(comm), sendtype) \
-    RF_BUF(1, recvbuf, (MPI_Count)recvcount * RF_PEERS(comm), recvtype)
-#define RF_ALLTOALLV_R                                                    \
-    RF_VEC(1, sendbuf, sendcounts, sdispls, sendtype, RF_PEERS(comm)) \
-    RF_VEC(1, recvbuf, recvcounts, rdispls, recvtype, RF_PEERS(comm))
-#define RF_ALLTOALLW_R                                                                 \
-    RF_VECW(1, sendbuf, sendcounts, sdispls, NULL, sendtypes, RF_PEERS(comm)) \
-    RF_VECW(1, recvbuf, recvcounts, rdispls, NULL, recvtypes, RF_PEERS(comm))
-#define RF_REDUCE_ALL_R RF_BUF(1, sendbuf, count, datatype) RF_BUF(1, recvbuf, count, datatype)
-#define RF_BCAST_R RF_BUF(root != MPI_PROC_NULL, buffer, count, datatype)
-#define RF_GATHER_R             \
-    RF_BUF(RF_NONROOT(root), sendbuf, sendcount, sendtype) \
-    RF_BUF(RF_AT_ROOT(root, comm), recvbuf, (MPI_Count)recvcount * RF_PEERS(comm), recvtype)
-#define RF_GATHERV_R                                          \
-    RF_BUF(RF_NONROOT(root), sendbuf, sendcount, sendtype) \
-    RF_VEC(RF_AT_ROOT(root, comm), recvbuf, recvcounts, displs, recvtype, RF_PEERS(comm))
-#define RF_SCATTER_R                                                                             \
-    RF_BUF(RF_AT_ROOT(root, comm), sendbuf, (MPI_Count)sendcount * RF_PEERS(comm), sendtype) \
-    RF_BUF(RF_NONROOT(root), recvbuf, recvcount, recvtype)
-#define RF_SCATTERV_R                                                                     \
-    RF_VEC(RF_AT_ROOT(root, comm), sendbuf, sendcounts, displs, sendtype, RF_PEERS(comm)) \
-    RF_BUF(RF_NONROOT(root), recvbuf, recvcount, recvtype)
-#define RF_REDUCE_R                                         \
-    RF_BUF(RF_NONROOT(root), sendbuf, count, datatype) \
-    RF_BUF(RF_AT_ROOT(root, comm), recvbuf, count, datatype)
-#define RF_RSCAT_R                                                \
-    RF_BUF(1, sendbuf, RF_SUM(recvcounts, comm), datatype) \
-    RF_BUF(1, recvbuf, RF_MINE(recvcounts, comm), datatype)
-#define RF_RSCATB_R                                                     \
-    RF_BUF(1, sendbuf, (MPI_Count)recvcount * RF_PEERS(comm), datatype) \
-    RF_BUF(1, recvbuf, recvcount, datatype)
-#define RF_NALLGATHER_R \
-    RF_BUF(1, sendbuf, sendcount, sendtype) RF_BUF(1, recvbuf, (MPI_Count)recvcount * RF_INDEG(comm), recvtype)
-#define RF_NALLGATHERV_R \
-    RF_BUF(1, sendbuf, sendcount, sendtype) RF_VEC(1, recvbuf, recvcounts, displs, recvtype, RF_INDEG(comm))
-#define RF_NALLTOALL_R                                                       \
-    RF_BUF(1, sendbuf, (MPI_Count)sendcount * RF_OUTDEG(comm), sendtype) \
-    RF_BUF(1, recvbuf, (MPI_Count)recvcount * RF_INDEG(comm), recvtype)
-#define RF_NALLTOALLV_R                                                     \
-    RF_VEC(1, sendbuf, sendcounts, sdispls, sendtype, RF_OUTDEG(comm)) \
-    RF_VEC(1, recvbuf, recvcounts, rdispls, recvtype, RF_INDEG(comm))
-#define RF_NALLTOALLW_R                                                                 \
-    RF_VECW(1, sendbuf, sendcounts, NULL, sdispls, sendtypes, RF_OUTDEG(comm)) \
-    RF_VECW(1, recvbuf, recvcounts, NULL, rdispls, recvtypes, RF_INDEG(comm))
 
 /* One-sided: the origin (and result, compare) buffers; the target's memory was looked at when
  * its window was created or attached. MPI_PROC_NULL targets and MPI_NO_OP origins are not
@@ -172,31 +108,6 @@
 
 /* clang-format off */
 #define GDTE_REFUSE_LIST(X) \
-    /* ---- collectives: blocking, nonblocking, persistent (Open MPI's MPIX_*_init); the blocking and \
-     * nonblocking alltoall, gather, scatter and bcast forms are carried (shims_coll.c) ---- */ \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Allgather_init, (RF_GATHER_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, comm, info, request), COMM, comm, RF_ALLGATHER_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Allgatherv_init, (RF_GATHERV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHERV_A, comm, info, request), COMM, comm, RF_ALLGATHERV_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Allreduce_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Alltoall_init, (RF_GATHER_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, comm, info, request), COMM, comm, RF_ALLTOALL_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Alltoallv_init, (RF_ALLTOALLV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_ALLTOALLV_A, comm, info, request), COMM, comm, RF_ALLTOALLV_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Alltoallw_init, (RF_ALLTOALLW_P(int), MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_ALLTOALLW_A, comm, info, request), COMM, comm, RF_ALLTOALLW_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Bcast_init, (RF_BCAST_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_BCAST_A, comm, info, request), COMM, comm, RF_BCAST_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Exscan_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Gather_init, (RF_GATHER_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, root, comm, info, request), COMM, comm, RF_GATHER_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Gatherv_init, (RF_GATHERV_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHERV_A, root, comm, info, request), COMM, comm, RF_GATHERV_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_init, (RF_REDUCE_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, root, comm, info, request), COMM, comm, RF_REDUCE_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_scatter_init, (RF_RSCAT_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_RSCAT_A, comm, info, request), COMM, comm, RF_RSCAT_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Reduce_scatter_block_init, (RF_RSCATB_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_RSCATB_A, comm, info, request), COMM, comm, RF_RSCATB_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Scan_init, (RF_REDUCE_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_REDUCE_A, comm, info, request), COMM, comm, RF_REDUCE_ALL_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Scatter_init, (RF_GATHER_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, root, comm, info, request), COMM, comm, RF_SCATTER_R)) \
-    GDTE_RF_PCOLL(X(COLL, MPIX_Scatterv_init, (RF_SCATTERV_P, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_SCATTERV_A, root, comm, info, request), COMM, comm, RF_SCATTERV_R)) \
-    /* ---- neighborhood collectives (the topology gives the block counts): the persistent forms; \
-     * the others are carried (shims_coll.c) ---- */ \
-    GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_allgather_init, (RF_GATHER_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, comm, info, request), COMM, comm, RF_NALLGATHER_R)) \
-    GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_allgatherv_init, (RF_GATHERV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHERV_A, comm, info, request), COMM, comm, RF_NALLGATHERV_R)) \
-    GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_alltoall_init, (RF_GATHER_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_GATHER_A, comm, info, request), COMM, comm, RF_NALLTOALL_R)) \
-    GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_alltoallv_init, (RF_ALLTOALLV_P, MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_ALLTOALLV_A, comm, info, request), COMM, comm, RF_NALLTOALLV_R)) \
-    GDTE_RF_PCOLL(X(NBR, MPIX_Neighbor_alltoallw_init, (RF_ALLTOALLW_P(MPI_Aint), MPI_Comm comm, MPI_Info info, MPI_Request *request), (RF_ALLTOALLW_A, comm, info, request), COMM, comm, RF_NALLTOALLW_R)) \
     /* ---- one-sided ---- */ \
     X(RMA, MPI_Put, (RF_RMA_P(const), MPI_Win win), (RF_RMA_A, win), WIN, win, RF_RMA_R) \
     X(RMA, MPI_Rput, (RF_RMA_P(const), MPI_Win win, MPI_Request *request), (RF_RMA_A, win, request), WIN, win, RF_RMA_R) \

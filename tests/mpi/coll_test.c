@@ -26,6 +26,11 @@
  * Usage: coll_test [--cases N] [--seed S] [--first K] [--verbose]
  */
 #include "mpitest.h"
+#if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 
 static int64_t rr(int64_t lo, int64_t hi) { return lo + (int64_t)(mt_rnd() % (uint64_t)(hi - lo + 1)); }
 static int verbose;
@@ -643,8 +648,66 @@ static int complete(MPI_Request *q, int how)
     }
 }
 
-/* One case: the oracle on host buffers, then the same call with this rank's device choices. */
-static void run(kase_t *K, int casen, int nonblocking, int how)
+/* ---- persistent forms: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ ---- */
+#if defined(MPI_VERSION) && MPI_VERSION >= 4
+#define HAVE_PINIT 1
+#define PINIT(x) MPI_##x##_init
+#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
+#define HAVE_PINIT 1
+#define PINIT(x) MPIX_##x##_init
+#endif
+
+/* The persistent form of the call: an inactive request in *q. */
+static int call_init(const call_t *c, char *s, char *r, MPI_Request *q)
+{
+#ifdef HAVE_PINIT
+    const void *sb = c->inplace && c->op != OP_SCATTER && c->op != OP_SCATTERV ? MPI_IN_PLACE : s;
+    void *rb = c->inplace && (c->op == OP_SCATTER || c->op == OP_SCATTERV) ? MPI_IN_PLACE : r;
+    MPI_Comm m = c->comm;
+    MPI_Info i = MPI_INFO_NULL;
+    switch (c->op) {
+    case OP_ALLTOALL: return PINIT(Alltoall)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, i, q);
+    case OP_ALLTOALLV:
+        return PINIT(Alltoallv)(sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, i, q);
+    case OP_ALLTOALLW:
+        return PINIT(Alltoallw)(sb, c->scounts, c->sdispls, c->stypes, rb, c->rcounts, c->rdispls, c->rtypes, m, i, q);
+    case OP_NALLTOALL: return PINIT(Neighbor_alltoall)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, i, q);
+    case OP_NALLTOALLV:
+        return PINIT(Neighbor_alltoallv)(sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m,
+                                         i, q);
+    case OP_NALLTOALLW:
+        return PINIT(Neighbor_alltoallw)(sb, c->scounts, c->sad, c->stypes, rb, c->rcounts, c->rad, c->rtypes, m, i, q);
+    case OP_NALLGATHER: return PINIT(Neighbor_allgather)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, i, q);
+    case OP_NALLGATHERV:
+        return PINIT(Neighbor_allgatherv)(sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, i, q);
+    case OP_ALLGATHER: return PINIT(Allgather)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, i, q);
+    case OP_ALLGATHERV: return PINIT(Allgatherv)(sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, i, q);
+    case OP_GATHER: return PINIT(Gather)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, c->root, m, i, q);
+    case OP_GATHERV:
+        return PINIT(Gatherv)(sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, c->root, m, i, q);
+    case OP_SCATTER: return PINIT(Scatter)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, c->root, m, i, q);
+    case OP_SCATTERV:
+        return PINIT(Scatterv)(sb, c->scounts, c->sdispls, c->stype, rb, c->rcount, c->rtype, c->root, m, i, q);
+    case OP_BCAST:
+        return PINIT(Bcast)(c->bsend ? s : r, c->bsend ? c->scount : c->rcount, c->bsend ? c->stype : c->rtype,
+                            c->root, m, i, q);
+    }
+#else
+    (void)c, (void)s, (void)r, (void)q;
+#endif
+    return MPI_ERR_INTERN;
+}
+
+enum { M_BLOCKING = 0, M_NONBLOCKING, M_PERSISTENT };
+static const char *const mode_names[3] = {"blocking", "nonblocking", "persistent"};
+#define ROUNDS 3 /* starts of one persistent request */
+
+/* One case: the oracle on host buffers, then the same call with this rank's device choices. A
+ * persistent case sets its request up once and starts it ROUNDS times (MPI_Start and
+ * MPI_Startall in turn, completed by the completion calls in turn), with new send data and new
+ * receive buffer contents each round, each round against the oracle's blocking call on that
+ * round's data; then frees the inactive request. */
+static void run(kase_t *K, int casen, int mode, int how)
 {
     call_t *c = &K->c;
     span_t ss = {0, 0, 0}, rs = {0, 0, 0};
@@ -662,56 +725,84 @@ static void run(kase_t *K, int casen, int nonblocking, int how)
             prebytes += blk_bytes(&b);
         }
     }
-    unsigned sseed = (unsigned)(casen * 131 + mt_rank * 7 + 1), rseed = sseed + 99991;
-    /* In place, the receive side carries this rank's data: filled, not poisoned (any filling
-     * is a poison for the bytes the call must not touch). */
-    area_t hs = area_new(0, ss), hr = area_new(0, rs), ds = area_new(dev_s, ss), dr = area_new(dev_r, rs);
-    area_fill(&hs, sseed);
-    area_fill(&ds, sseed);
-    area_fill(&hr, rseed);
-    area_fill(&dr, rseed);
-    int rc = call(c, hs.buf, hr.buf, NULL);
-    MT_CHECK(rc == MPI_SUCCESS, "case %d %s on %s: host oracle returned %d", casen, op_name[c->op], c->commname, rc);
-    int64_t p0 = mt_counter("coll_pack_launches"), u0 = mt_counter("coll_unpack_launches");
-    int64_t n0 = mt_counter("coll_calls");
-    MPI_Request q = MPI_REQUEST_NULL;
-    rc = call(c, ds.buf, dr.buf, nonblocking ? &q : NULL);
-    if (rc == MPI_SUCCESS && nonblocking) rc = complete(&q, how);
-    MT_CHECK(rc == MPI_SUCCESS, "case %d %s on %s (%s send, %s recv, %s): returned %d", casen, op_name[c->op],
-             c->commname, dev_s ? "device" : "host", dev_r ? "device" : "host",
-             nonblocking ? completions[how] : "blocking", rc);
-    int64_t dp = mt_counter("coll_pack_launches") - p0, du = mt_counter("coll_unpack_launches") - u0;
-    int64_t dn = mt_counter("coll_calls") - n0;
     int in_place_recv = c->inplace && c->op != OP_SCATTER && c->op != OP_SCATTERV;
     int64_t want_p = mt_expect_gdte() && ((dev_s && !in_place_recv && sbytes > 0) || (dev_r && prebytes > 0));
     int64_t want_u = mt_expect_gdte() && dev_r && rbytes > 0;
     int carried = mt_expect_gdte() && ((dev_s && !in_place_recv && ss.any) || (dev_r && rs.any));
-    MT_CHECK(dp == want_p && du == want_u, "case %d %s on %s: %lld pack and %lld unpack launches, want %lld and %lld",
-             casen, op_name[c->op], c->commname, (long long)dp, (long long)du, (long long)want_p, (long long)want_u);
-    MT_CHECK(dn == carried, "case %d %s on %s: coll_calls moved by %lld, want %d", casen, op_name[c->op], c->commname,
-             (long long)dn, carried);
-    unsigned char *a = area_read(&dr), *b = area_read(&hr);
-    char what[160];
-    snprintf(what, sizeof what, "case %d %s on %s (%s send, %s recv%s), receive buffer", casen, op_name[c->op],
-             c->commname, dev_s ? "device" : "host", dev_r ? "device" : "host", c->inplace ? ", in place" : "");
-    mt_same(a, b, hr.size, what);
-    /* the margins still hold their poison in the oracle too (nothing outside the type map) */
-    unsigned char *poison = malloc(hr.size);
-    mt_fill(poison, hr.size, rseed);
-    MT_CHECK(!memcmp(a, poison, MARGIN) && !memcmp(a + hr.size - MARGIN, poison + hr.size - MARGIN, MARGIN),
-             "%s: a margin was written", what);
-    free(poison);
-    free(a);
-    free(b);
-    a = area_read(&ds);
-    b = area_read(&hs);
-    snprintf(what, sizeof what, "case %d %s on %s, send buffer", casen, op_name[c->op], c->commname);
-    mt_same(a, b, hs.size, what);
-    free(a);
-    free(b);
-    if (verbose && mt_rank == 0)
-        printf("case %d: %s on %s%s, %s\n", casen, op_name[c->op], c->commname, c->inplace ? " in place" : "",
-               nonblocking ? completions[how] : "blocking");
+    area_t hs = area_new(0, ss), hr = area_new(0, rs), ds = area_new(dev_s, ss), dr = area_new(dev_r, rs);
+    char what[200];
+    snprintf(what, sizeof what, "case %d %s on %s (%s send, %s recv%s, %s)", casen, op_name[c->op], c->commname,
+             dev_s ? "device" : "host", dev_r ? "device" : "host", c->inplace ? ", in place" : "",
+             mode == M_NONBLOCKING ? completions[how] : mode_names[mode]);
+    MPI_Request q = MPI_REQUEST_NULL;
+    int64_t live0 = mt_counter("requests_live");
+    if (mode == M_PERSISTENT) {
+        /* The init sets up, and moves nothing. */
+        int64_t p0 = mt_counter("coll_pack_launches"), u0 = mt_counter("coll_unpack_launches");
+        int64_t n0 = mt_counter("coll_calls");
+        int rc = call_init(c, ds.buf, dr.buf, &q);
+        MT_CHECK(rc == MPI_SUCCESS && q != MPI_REQUEST_NULL, "%s: init returned %d", what, rc);
+        MT_CHECK(mt_counter("coll_pack_launches") == p0 && mt_counter("coll_unpack_launches") == u0 &&
+                     mt_counter("coll_calls") == n0,
+                 "%s: the init moved data", what);
+        MT_CHECK(mt_counter("requests_live") == live0 + carried, "%s: %lld gdte requests after the init, want %lld",
+                 what, (long long)mt_counter("requests_live"), (long long)(live0 + carried));
+        if (rc != MPI_SUCCESS) q = MPI_REQUEST_NULL;
+    }
+    int rounds = mode == M_PERSISTENT ? ROUNDS : 1;
+    for (int round = 0; round < rounds && (mode != M_PERSISTENT || q != MPI_REQUEST_NULL); round++) {
+        unsigned sseed = (unsigned)(casen * 131 + mt_rank * 7 + 1 + round * 1000003), rseed = sseed + 99991;
+        /* In place, the receive side carries this rank's data: filled, not poisoned (any filling
+         * is a poison for the bytes the call must not touch). */
+        area_fill(&hs, sseed);
+        area_fill(&ds, sseed);
+        area_fill(&hr, rseed);
+        area_fill(&dr, rseed);
+        int rc = call(c, hs.buf, hr.buf, NULL);
+        MT_CHECK(rc == MPI_SUCCESS, "%s round %d: host oracle returned %d", what, round, rc);
+        int64_t p0 = mt_counter("coll_pack_launches"), u0 = mt_counter("coll_unpack_launches");
+        int64_t n0 = mt_counter("coll_calls");
+        if (mode == M_PERSISTENT) {
+            rc = round % 2 ? MPI_Startall(1, &q) : MPI_Start(&q);
+            if (rc == MPI_SUCCESS) rc = complete(&q, (how + round) % 8);
+            MT_CHECK(q != MPI_REQUEST_NULL, "%s round %d: completion freed a persistent request", what, round);
+        } else {
+            rc = call(c, ds.buf, dr.buf, mode == M_NONBLOCKING ? &q : NULL);
+            if (rc == MPI_SUCCESS && mode == M_NONBLOCKING) rc = complete(&q, how);
+        }
+        MT_CHECK(rc == MPI_SUCCESS, "%s round %d: returned %d", what, round, rc);
+        int64_t dp = mt_counter("coll_pack_launches") - p0, du = mt_counter("coll_unpack_launches") - u0;
+        int64_t dn = mt_counter("coll_calls") - n0;
+        MT_CHECK(dp == want_p && du == want_u, "%s round %d: %lld pack and %lld unpack launches, want %lld and %lld",
+                 what, round, (long long)dp, (long long)du, (long long)want_p, (long long)want_u);
+        MT_CHECK(dn == carried, "%s round %d: coll_calls moved by %lld, want %d", what, round, (long long)dn, carried);
+        unsigned char *a = area_read(&dr), *b = area_read(&hr);
+        char w2[260];
+        snprintf(w2, sizeof w2, "%s round %d, receive buffer", what, round);
+        mt_same(a, b, hr.size, w2);
+        /* the margins still hold their poison in the oracle too (nothing outside the type map) */
+        unsigned char *poison = malloc(hr.size);
+        mt_fill(poison, hr.size, rseed);
+        MT_CHECK(!memcmp(a, poison, MARGIN) && !memcmp(a + hr.size - MARGIN, poison + hr.size - MARGIN, MARGIN),
+                 "%s: a margin was written", w2);
+        free(poison);
+        free(a);
+        free(b);
+        a = area_read(&ds);
+        b = area_read(&hs);
+        snprintf(w2, sizeof w2, "%s round %d, send buffer", what, round);
+        mt_same(a, b, hs.size, w2);
+        free(a);
+        free(b);
+    }
+    if (mode == M_PERSISTENT && q != MPI_REQUEST_NULL) {
+        /* An inactive persistent request: freed, and gdte's record and staging with it. */
+        MT_MPI(MPI_Request_free(&q));
+        MT_CHECK(q == MPI_REQUEST_NULL, "%s: MPI_Request_free left the handle", what);
+        MT_CHECK(mt_counter("requests_live") == live0, "%s: %lld gdte requests after MPI_Request_free, want %lld", what,
+                 (long long)mt_counter("requests_live"), (long long)live0);
+    }
+    if (verbose && mt_rank == 0) printf("%s\n", what);
     area_free(&hs);
     area_free(&hr);
     area_free(&ds);
@@ -753,15 +844,23 @@ static void errors(void)
 
 int main(int argc, char **argv)
 {
-    int cases = 120, first = 0;
+    int cases = 120, first = 0, persistent = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--first") && i + 1 < argc) first = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--verbose")) verbose = 1;
+        else if (!strcmp(argv[i], "--persistent")) persistent = 1;
     }
     mt_init(&argc, &argv);
+#ifndef HAVE_PINIT
+    if (persistent) {
+        if (mt_rank == 0) printf("coll_test: this MPI declares no persistent collectives\n");
+        MPI_Finalize();
+        return 77;
+    }
+#endif
     if (mt_size > MAXP) {
         if (mt_rank == 0) printf("coll_test: at most %d ranks\n", MAXP);
         MPI_Finalize();
@@ -790,12 +889,12 @@ int main(int argc, char **argv)
         int inplace = plan[k % nplan].inplace_ok && (k / nplan) % 2 == 1;
         kase_t K;
         build(&K, op, ck, inplace);
-        int nonblocking = (k / 2) % 2 == 1;
+        int mode = persistent ? M_PERSISTENT : (k / 2) % 2 == 1 ? M_NONBLOCKING : M_BLOCKING;
         /* Open MPI 4.1's MPI_Ialltoallw in place on derived types never completes on 2 ranks, on
          * host buffers alone too (COLLTEST_HOST=1 replays it): those cases stay blocking. */
-        if (inplace && op == OP_ALLTOALLW) nonblocking = 0;
+        if (inplace && op == OP_ALLTOALLW) mode = M_BLOCKING;
         int how = getenv("COLLTEST_HOW") ? atoi(getenv("COLLTEST_HOW")) : (k / 4) % 8; /* to replay a case */
-        run(&K, k, nonblocking, how);
+        run(&K, k, mode, how);
         free_types();
     }
     errors();

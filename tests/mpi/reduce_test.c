@@ -20,6 +20,11 @@
  * Usage: reduce_test [--seed S]
  */
 #include "mpitest.h"
+#if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 
 extern int64_t gdte_mpi_reduce_counter(const char *name) __attribute__((weak));
 static int64_t red_counter(const char *n) { return gdte_mpi_reduce_counter ? gdte_mpi_reduce_counter(n) : 0; }
@@ -276,7 +281,8 @@ static void same_bytes(const buf_t *a, const unsigned char *want, const char *wh
 }
 
 /* ---- completion: the eight calls in turn ---- */
-static void complete(MPI_Request *req, int how)
+/* `persistent`: the request stays allocated (inactive) after completion. */
+static void complete_req(MPI_Request *req, int how, int persistent)
 {
     MPI_Request two[2] = {MPI_REQUEST_NULL, *req};
     MPI_Status sts[2];
@@ -301,9 +307,13 @@ static void complete(MPI_Request *req, int how)
         MT_CHECK(out == 1 && ids[0] == 1, "Testsome %d", out);
         break;
     }
-    MT_CHECK(two[1] == MPI_REQUEST_NULL, "%s: request not freed by completion %d", where, how % 8);
+    if (persistent)
+        MT_CHECK(two[1] == *req, "%s: completion %d changed a persistent request", where, how % 8);
+    else
+        MT_CHECK(two[1] == MPI_REQUEST_NULL, "%s: request not freed by completion %d", where, how % 8);
     *req = two[1];
 }
+static void complete(MPI_Request *req, int how) { complete_req(req, how, 0); }
 
 /* ---- one case ---- */
 typedef enum { K_REDUCE, K_ALLREDUCE, K_RSCAT, K_RSCATB, K_SCAN, K_EXSCAN, K_LOCAL, K_COUNT_ } call_t;
@@ -396,6 +406,114 @@ static void one_case(call_t k, const tdesc_t *t, const odesc_t *o)
     free(simg), free(rimg);
     ncases++;
 }
+
+/* ---- persistent forms: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ ---- */
+#if defined(MPI_VERSION) && MPI_VERSION >= 4
+#define HAVE_PINIT 1
+#define PINIT(x) MPI_##x##_init
+#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
+#define HAVE_PINIT 1
+#define PINIT(x) MPIX_##x##_init
+#endif
+
+#ifdef HAVE_PINIT
+#define ROUNDS 3 /* starts of one persistent request */
+
+static int run_init(call_t k, const void *s, void *r, int n, const int *rc, MPI_Datatype dt, MPI_Op op, int root,
+                    MPI_Request *req)
+{
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Info i = MPI_INFO_NULL;
+    switch (k) {
+    case K_REDUCE: return PINIT(Reduce)(s, r, n, dt, op, root, w, i, req);
+    case K_ALLREDUCE: return PINIT(Allreduce)(s, r, n, dt, op, w, i, req);
+    case K_RSCAT: return PINIT(Reduce_scatter)(s, r, rc, dt, op, w, i, req);
+    case K_RSCATB: return PINIT(Reduce_scatter_block)(s, r, n, dt, op, w, i, req);
+    case K_SCAN: return PINIT(Scan)(s, r, n, dt, op, w, i, req);
+    case K_EXSCAN: return PINIT(Exscan)(s, r, n, dt, op, w, i, req);
+    default: return MPI_ERR_INTERN;
+    }
+}
+
+/* A persistent reduction on device buffers: set up once, started ROUNDS times (MPI_Start and
+ * MPI_Startall in turn, completed by the completion calls in turn) with new inputs and a newly
+ * poisoned receive buffer each round, each round against the MPI's blocking reduction of the same
+ * inputs on host buffers; then the inactive request is freed. The init copies nothing; each start
+ * stages once (reduce_staged moves by one) and moves exactly the bytes the rank's device buffers
+ * give and take (reduce_bytes). */
+static void persistent_case(call_t k, const tdesc_t *t, const odesc_t *o)
+{
+    int np = mt_size, me = mt_rank;
+    int n = mt_rnd() % 8 == 0 ? 0 : 1 + (int)(mt_rnd() % MAXC);
+    int root = (int)(mt_rnd() % np);
+    int mix = (int)(mt_rnd() % 4); /* 0, 1: both buffers on the device; 2: send only; 3: receive only */
+    int inplace = mt_rnd() % 4 == 0;
+    int rcounts[64], total = 0;
+    for (int i = 0; i < np; i++) total += rcounts[i] = mt_rnd() % 5 == 0 ? 0 : (int)(mt_rnd() % MAXC);
+    int how = completions;
+    completions += ROUNDS;
+    int s_n = n, r_n = n, r_out = n;
+    if (k == K_RSCAT) s_n = total, r_n = inplace ? total : rcounts[me], r_out = rcounts[me];
+    if (k == K_RSCATB) s_n = n * np, r_n = inplace ? n * np : n;
+    if (k == K_REDUCE && me != root) r_out = 0;
+    int ip = inplace && (k != K_REDUCE || me == root);
+    if (k == K_EXSCAN && me == 0) r_out = 0;
+    int sdev = mix != 3, rdev = mix != 2;
+    snprintf(where, sizeof where, "persistent %s(%s, %s) n=%d%s root=%d mix=%d", call_name[k][0], t->name, o->name, n,
+             ip ? " in place" : "", root, mix);
+    int sig = (sdev && !ip && s_n > 0) || (rdev && (r_out > 0 || (ip && r_n > 0)));
+    int staged = mt_expect_gdte() && !gpu_aware && sig;
+    int esize = 0;
+    MPI_Type_size(t->dt, &esize);
+    int64_t want_bytes = (int64_t)esize * ((sdev && !ip ? s_n : 0) + (rdev ? (ip ? r_n : 0) + r_out : 0));
+
+    buf_t sd = buf_new(sdev, t->dt, s_n), sh = buf_new(0, t->dt, s_n);
+    buf_t rd = buf_new(rdev, t->dt, r_n), rh = buf_new(0, t->dt, r_n);
+    unsigned char *simg = malloc(sd.bytes), *rimg = malloc(rd.bytes);
+    const void *s_d = ip ? MPI_IN_PLACE : sd.mem, *s_h = ip ? MPI_IN_PLACE : sh.mem;
+    int64_t live0 = mt_counter("requests_live"), st0 = red_counter("reduce_staged"), by0 = red_counter("reduce_bytes");
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = run_init(k, s_d, rd.mem, n, rcounts, t->dt, o->op, root, &req);
+    MT_CHECK(rc == MPI_SUCCESS && req != MPI_REQUEST_NULL, "%s: init returned %d", where, rc);
+    MT_CHECK(red_counter("reduce_staged") == st0 && red_counter("reduce_bytes") == by0, "%s: the init staged data",
+             where);
+    MT_CHECK(mt_counter("requests_live") == live0 + (staged ? 1 : 0), "%s: %lld gdte requests after the init", where,
+             (long long)(mt_counter("requests_live") - live0));
+    size_t wlen = strlen(where);
+    for (int round = 0; round < ROUNDS && req != MPI_REQUEST_NULL; round++) {
+        snprintf(where + wlen, sizeof where - wlen, " round %d completion #%d", round, (how + round) % 8);
+        data_state = seed * 1000003u + (uint64_t)ncases * 7919u + (uint64_t)me * 104729u + (uint64_t)round * 15485863u;
+        memset(simg, POISON, sd.bytes);
+        memset(rimg, POISON, rd.bytes);
+        fill_values(simg, span(t->dt, s_n), t);
+        if (ip) fill_values(rimg, span(t->dt, r_n), t);
+        mt_put(sd.mem, simg, sd.bytes), mt_put(sh.mem, simg, sh.bytes);
+        mt_put(rd.mem, rimg, rd.bytes), mt_put(rh.mem, rimg, rh.bytes);
+        int64_t st = red_counter("reduce_staged"), by = red_counter("reduce_bytes");
+        MT_MPI(round % 2 ? MPI_Startall(1, &req) : MPI_Start(&req));
+        complete_req(&req, how + round, 1);
+        int64_t moved = red_counter("reduce_staged") - st, bytes = red_counter("reduce_bytes") - by;
+        MT_MPI(run_call(k, s_h, rh.mem, n, rcounts, t->dt, o->op, root, NULL));
+        MT_CHECK(moved == staged, "%s: staged %lld times, want %d", where, (long long)moved, staged);
+        MT_CHECK(bytes == (staged ? want_bytes : 0), "%s: %lld bytes through the mirrors, want %lld", where,
+                 (long long)bytes, (long long)(staged ? want_bytes : 0));
+        if (r_out > 0) compare(&rd, &rh, t->dt, r_out, rimg);
+        else same_bytes(&rd, rimg, "a receive buffer the MPI does not write");
+        if (!ip) same_bytes(&sd, simg, "send buffer");
+    }
+    where[wlen] = 0;
+    if (req != MPI_REQUEST_NULL) {
+        /* Inactive: freed, gdte's record and mirrors with it. */
+        MT_MPI(MPI_Request_free(&req));
+        MT_CHECK(req == MPI_REQUEST_NULL, "%s: MPI_Request_free left the handle", where);
+    }
+    MT_CHECK(mt_counter("requests_live") == live0, "%s: %lld gdte requests left after MPI_Request_free", where,
+             (long long)(mt_counter("requests_live") - live0));
+    buf_free(&sd), buf_free(&sh), buf_free(&rd), buf_free(&rh);
+    free(simg), free(rimg);
+    ncases++;
+}
+#endif
 
 /* Intercommunicator Allreduce and Reduce: even ranks are group A, odd ranks B. In A the first
  * rank is the root (MPI_ROOT), the others MPI_PROC_NULL; B's ranks contribute. */
@@ -504,11 +622,27 @@ int main(int argc, char **argv)
                     one_case((call_t)k, &types[ti], &ops[oi]);
                     pairs += k == 0;
                 }
+    int npers = 0;
+#ifdef HAVE_PINIT
+    /* Persistent forms: every reduction with every datatype, one operation it allows each (a
+     * different one per reduction). */
+    for (int k = 0; k < K_LOCAL; k++)
+        for (int ti = 0; ti < ntypes; ti++)
+            for (int j = 0; j < nops; j++) {
+                const odesc_t *o = &ops[(ti + k + j) % nops];
+                if (!(types[ti].cls & o->cls)) continue;
+                persistent_case((call_t)k, &types[ti], o);
+                npers++;
+                break;
+            }
+#endif
     intercomm_cases();
     error_cases();
     if (mt_rank == 0)
-        printf("reduce_test: %d (operation, datatype) pairs, %lld cases; gdte staged %lld, reduced %lld locally\n",
-               pairs, (long long)ncases, (long long)red_counter("reduce_staged"), (long long)red_counter("reduce_kernels"));
+        printf("reduce_test: %d (operation, datatype) pairs, %lld cases (%d persistent); gdte staged %lld, reduced %lld "
+               "locally\n",
+               pairs, (long long)ncases, npers, (long long)red_counter("reduce_staged"),
+               (long long)red_counter("reduce_kernels"));
     for (int ti = 0; ti < ntypes; ti++) {
         int c = 0, a, b, d;
         MPI_Type_get_envelope(types[ti].dt, &a, &b, &d, &c);

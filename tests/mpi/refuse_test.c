@@ -13,7 +13,7 @@
  *
  * Families: Bcast, Allgather, Alltoallw, Neighbor_alltoallw (Cartesian), Ibcast, Win_create + Put/Get under fences, File_write_at/File_read_at, Pack_external /
  * Unpack_external, Buffer_attach. Other shapes of the table's probes: Allgatherv and Alltoallv
- * (blocks at displacements), Open MPI's MPIX_Allreduce_init, Neighbor_allgather on a distributed
+ * (blocks at displacements), Neighbor_allgather on a distributed
  * graph, Fetch_and_op (an MPI_NO_OP origin is never looked at), a split collective write, and
  * Bcast on an intercommunicator (MPI_ROOT, MPI_PROC_NULL: only the ranks whose buffer moves
  * are refused).
@@ -21,7 +21,8 @@
  * The reductions (Reduce, Allreduce, Reduce_scatter, Iallreduce, Reduce_local) were refused once
  * and are carried now (interpose_reduce.c, tests/mpi/reduce_test.c), and so are the alltoall,
  * gather, scatter and bcast collectives and the neighborhood collectives (interpose_coll.c,
- * tests/mpi/coll_test.c): on device buffers they go through in every mode and give the data of
+ * tests/mpi/coll_test.c), blocking, nonblocking and persistent (Open MPI's MPIX_*_init, here
+ * MPIX_Allreduce_init): on device buffers they go through in every mode and give the data of
  * the host buffers.
  */
 #include <unistd.h>
@@ -390,7 +391,7 @@ static void vector_shapes(int dev)
     mt_free(dev, r);
 }
 
-/* Nonblocking and persistent reductions: a refused call sets no request. */
+/* Nonblocking and persistent reductions: carried, on buffers of either kind. */
 static void request_shapes(int dev)
 {
     int *s = mt_alloc(dev, N * sizeof(int)), *r = mt_alloc(dev, N * sizeof(int));
@@ -406,16 +407,15 @@ static void request_shapes(int dev)
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
     for (int i = 0; i < N; i++) r[i] = -1;
     q = MPI_REQUEST_NULL;
-    ok = went_through(dev, MPIX_Allreduce_init(s, r, N, MPI_INT, MPI_MAX, MPI_COMM_WORLD, MPI_INFO_NULL, &q),
-                      "MPIX_Allreduce_init");
+    /* Open MPI's persistent reduction: carried (the rounds and data are reduce_test's). */
+    ok = carried(dev, MPIX_Allreduce_init(s, r, N, MPI_INT, MPI_MAX, MPI_COMM_WORLD, MPI_INFO_NULL, &q),
+                 "MPIX_Allreduce_init");
     if (ok) {
         for (int round = 0; round < 2; round++) {
             MT_MPI(MPI_Start(&q));
             MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
         }
         MT_MPI(MPI_Request_free(&q));
-    } else {
-        MT_CHECK(q == MPI_REQUEST_NULL, "a refused MPIX_Allreduce_init set a request");
     }
     for (int i = 0; i < N; i++) {
         int want = ok ? i * (mt_size - 1) : -1;
