@@ -83,6 +83,7 @@ typedef cudaGraphExec_t hipGraphExec_t;
 #define hipErrorNoDevice cudaErrorNoDevice
 #define hipErrorInsufficientDriver cudaErrorInsufficientDriver
 #define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorAlreadyMapped cudaErrorAlreadyMapped
 #define hipErrorPeerAccessAlreadyEnabled cudaErrorPeerAccessAlreadyEnabled
 #define hipErrorHostMemoryAlreadyRegistered cudaErrorHostMemoryAlreadyRegistered
 

@@ -482,7 +482,14 @@ gdte_status_t gdte_gpu_ipc_get_handle(void *dev_ptr, gdte_gpu_ipc_handle_t *h_p)
 {
     NEED_DEVICE();
     hipIpcMemHandle_t h;
-    CHECK(hipIpcGetMemHandle(&h, dev_ptr));
+    hipError_t e = hipIpcGetMemHandle(&h, dev_ptr);
+    if (e == hipErrorInvalidValue) {
+        /* Memory the legacy IPC cannot export (managed, stream-ordered pools, VMM): the
+         * caller copies into memory it can export, nothing to report. */
+        (void)hipGetLastError();
+        return GDTE_ERR_UNSUPPORTED;
+    }
+    CHECK(e);
     memset(h_p, 0, sizeof *h_p);
     memcpy(h_p->bytes, &h, sizeof h);
     return GDTE_OK;
@@ -494,7 +501,14 @@ gdte_status_t gdte_gpu_ipc_open(const gdte_gpu_ipc_handle_t *h, void **dev_ptr_p
     hipIpcMemHandle_t hh;
     memcpy(&hh, h->bytes, sizeof hh);
     void *p = NULL;
-    CHECK(hipIpcOpenMemHandle(&p, hh, hipIpcMemLazyEnablePeerAccess));
+    hipError_t e = hipIpcOpenMemHandle(&p, hh, hipIpcMemLazyEnablePeerAccess);
+    if (e == hipErrorAlreadyMapped) {
+        /* Memory of the exporter still mapped here under an older handle (it freed and
+         * allocated again at that address): the caller unmaps the stale mapping and retries. */
+        (void)hipGetLastError();
+        return GDTE_ERR_INVALID_ARG;
+    }
+    CHECK(e);
     *dev_ptr_p = p;
     return GDTE_OK;
 }

@@ -102,6 +102,7 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t orphans;          /* requests freed while active */
     _Atomic int64_t direct;           /* device messages handed to a GPU-aware MPI as they are */
     _Atomic int64_t node_sends, node_recvs; /* device messages moved GPU to GPU within the node */
+    _Atomic int64_t node_detached;          /* ... of them completed by the sender from a copy */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 
@@ -253,6 +254,8 @@ int gdte_ipo_node_marker_cookie(const void *landing, const void *user, int count
 void gdte_ipo_node_probe_fix(MPI_Comm comm, MPI_Status *st);
 /* Finish the marker receives the MPI completed; poll requests until all/any complete. */
 void gdte_ipo_node_progress(void);
+/* The node path's sends in flight: release finished ones, detach those waited for too long. */
+void gdte_ipo_node_sends_progress(void);
 void gdte_ipo_node_block(int n, MPI_Request reqs[], int any);
 
 #endif

@@ -35,9 +35,14 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include "interpose.h"
 #include "xfer.h"
@@ -58,13 +63,15 @@ typedef struct mark {
     int32_t how;       /* HOW_* */
     int32_t fin_tag;   /* IPC: the FIN's tag on the private communicator */
     int32_t shape;     /* IPC: SHAPE_* */
-    int32_t pad0;
+    int32_t slot;      /* IPC: the sender's completion word (below) */
     int64_t offset;    /* IPC: first byte, from the exported allocation's base */
     int64_t rows, width, pitch;
     int64_t pid;       /* fake device: the sender's process (read with process_vm_readv) */
-    uint64_t addr;     /* fake device: the first byte's address there */
+    uint64_t addr;     /* the first byte's address in the sender */
+    uint64_t rbase;    /* IPC: the exported allocation's base address in the sender */
+    uint64_t word;     /* IPC: the completion word's value while the data waits (W_POSTED) */
     gdte_gpu_ipc_handle_t handle;
-    unsigned char pad[GDTE_IPO_MARK_BYTES - 8 * 9 - 4 * 4 - GDTE_GPU_IPC_HANDLE_BYTES];
+    unsigned char pad[GDTE_IPO_MARK_BYTES - 8 * 11 - 4 * 4 - GDTE_GPU_IPC_HANDLE_BYTES];
 } mark_t;
 _Static_assert(sizeof(mark_t) == GDTE_IPO_MARK_BYTES, "marker size");
 
@@ -103,6 +110,33 @@ static int fake_mode;
 static pthread_mutex_t node_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t next_cookie = 1;
 static gdte_stream_t node_stream;
+
+/* ---- completion words in shared memory ----
+ * Each process of the node path owns SLOTS words in a POSIX shared-memory segment that its
+ * framing peers map at MPI_Init. A marker names one (slot, value while posted). The receiver
+ * takes the data after claiming the word (POSTED -> CLAIMED, compare-and-swap) and marks it
+ * DONE when its copy has finished; the sender may instead *detach* a send the receiver has not
+ * claimed yet (POSTED -> DETACHED): it first copies the data into staging of its own and
+ * writes where, so its own request can complete without the receiver (an MPI_Send is never
+ * held hostage by a receiver that sits in a call gdte does not see, e.g. MPI_Barrier). Exactly
+ * one of the two wins the word, so the receiver reads either the user's buffer while the
+ * sender still waits, or the staged copy; never a buffer the application has reused. */
+#define SLOTS 8192
+#define DETACH_NS 1000000 /* a send the receiver has not taken for 1 ms is detached */
+enum { W_FREE = 0, W_POSTED = 1, W_CLAIMED = 2, W_DONE = 3, W_DETACHED = 4 };
+#define W_STATE(w) ((unsigned)((w) & 0xff))
+#define W_GEN(w) ((w) & ~(uint64_t)0xff)
+typedef struct slot {
+    _Atomic uint64_t word; /* generation << 8 | W_* */
+    /* W_DETACHED: where the packed (contiguous) copy is */
+    int64_t offset;
+    uint64_t addr, rbase;
+    gdte_gpu_ipc_handle_t handle;
+} slot_t;
+static slot_t *my_slots;    /* mine, shared with my peers */
+static slot_t **peer_slots; /* per world rank: a framing peer's, mapped */
+static int *slot_stack, slot_top;
+static char shm_name[64];
 
 /* ---- internal sends (announcements, markers, FINs): buffers freed when the MPI is done ---- */
 typedef struct isend {
@@ -241,6 +275,46 @@ int gdte_ipo_node_is_marker(MPI_Comm comm, const MPI_Status *st)
 }
 
 /* ---- lifetime ---- */
+static void *shm_map(const char *name, int create)
+{
+    size_t bytes = sizeof(slot_t) * SLOTS;
+    int fd = shm_open(name, create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+    if (fd < 0) return NULL;
+    if (create && ftruncate(fd, (off_t)bytes) != 0) {
+        close(fd);
+        shm_unlink(name);
+        return NULL;
+    }
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        if (create) shm_unlink(name);
+        return NULL;
+    }
+    return p;
+}
+
+/* This process's completion words: made and mapped (zeroed: W_FREE, generation 0). */
+static int slots_create(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(shm_name, sizeof shm_name, "/gdte-node.%d.%lx", (int)getpid(), (unsigned long)ts.tv_nsec);
+    my_slots = shm_map(shm_name, 1);
+    slot_stack = malloc(sizeof(int) * SLOTS);
+    if (!my_slots || !slot_stack) {
+        if (my_slots) munmap(my_slots, sizeof(slot_t) * SLOTS), shm_unlink(shm_name);
+        free(slot_stack);
+        my_slots = NULL;
+        slot_stack = NULL;
+        gdte_warn("node path off: no shared memory for its completion words (%s)", shm_name);
+        return 0;
+    }
+    for (int i = 0; i < SLOTS; i++) slot_stack[i] = SLOTS - 1 - i;
+    slot_top = SLOTS;
+    return 1;
+}
+
 int gdte_ipo_node_init(void)
 {
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -261,24 +335,47 @@ int gdte_ipo_node_init(void)
     PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     const char *split = getenv("GDTETEST_NODE_SPLIT"); /* tests: ranks >= N act as another node */
     int nsplit = split ? atoi(split) : 0;
-    int mine[2] = {want, 0};
-    int *all = malloc(sizeof(int) * 2 * (size_t)world_size);
+    if (want && !slots_create()) want = 0;
+    /* (choice, pid, the segment's name suffix) of every process; the segments all exist once
+     * this returns. */
+    long long mine[3] = {want, (long long)getpid(), 0};
+    if (want) mine[2] = strtoll(strrchr(shm_name, '.') + 1, NULL, 16);
+    long long *all = malloc(sizeof(long long) * 3 * (size_t)world_size);
     int nsize = 0;
     PMPI_Comm_size(node, &nsize);
     int *node_world = malloc(sizeof(int) * (size_t)nsize);
     peer_w = calloc((size_t)world_size, 1);
-    if (!all || !node_world || !peer_w) {
+    peer_slots = calloc((size_t)world_size, sizeof *peer_slots);
+    if (!all || !node_world || !peer_w || !peer_slots) {
         free(all);
         free(node_world);
         PMPI_Comm_free(&node);
         return MPI_ERR_NO_MEM;
     }
-    PMPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+    PMPI_Allgather(mine, 3, MPI_LONG_LONG, all, 3, MPI_LONG_LONG, MPI_COMM_WORLD);
     PMPI_Allgather(&world_rank, 1, MPI_INT, node_world, 1, MPI_INT, node);
+    int mapped_all = 1;
     for (int i = 0; i < nsize; i++) {
         int w = node_world[i];
         int same_side = !nsplit || ((w >= nsplit) == (world_rank >= nsplit));
-        if (w != world_rank && want && all[2 * w] && same_side) peer_w[w] = 1;
+        if (w == world_rank || !want || !all[3 * w] || !same_side) continue;
+        char name[64];
+        snprintf(name, sizeof name, "/gdte-node.%d.%llx", (int)all[3 * w + 1], (unsigned long long)all[3 * w + 2]);
+        if (!(peer_slots[w] = shm_map(name, 0))) mapped_all = 0;
+        peer_w[w] = 1;
+    }
+    /* Framing is symmetric: if any process of the node could not map a peer's words, the node
+     * path is off on the whole node. Then every segment's name goes (the mappings stay). */
+    int ok_all = 0;
+    PMPI_Allreduce(&mapped_all, &ok_all, 1, MPI_INT, MPI_MIN, node);
+    if (want) shm_unlink(shm_name);
+    if (!ok_all) {
+        if (want) gdte_warn("node path off: a process of this node could not map a peer's shared memory");
+        for (int w = 0; w < world_size; w++) {
+            if (peer_slots[w]) munmap(peer_slots[w], sizeof(slot_t) * SLOTS);
+            peer_slots[w] = NULL;
+            peer_w[w] = 0;
+        }
     }
     free(all);
     free(node_world);
@@ -293,9 +390,12 @@ int gdte_ipo_node_init(void)
     return MPI_SUCCESS;
 }
 
+static void sends_drain(void);
+
 void gdte_ipo_node_finalize(void)
 {
     if (!gdte_ipo_node_on_g) return;
+    sends_drain(); /* receivers may still be reading what this process sent */
     isends_reap(1);
     /* MPI_COMM_WORLD's attribute is deleted by the MPI at finalize; its shadow with it. */
     PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
@@ -304,19 +404,29 @@ void gdte_ipo_node_finalize(void)
     gdte_ipo_node_on_g = 0;
     if (node_stream) gdte_gpu_stream_destroy(node_stream);
     node_stream = NULL;
+    for (int w = 0; peer_slots && w < world_size; w++)
+        if (peer_slots[w]) munmap(peer_slots[w], sizeof(slot_t) * SLOTS);
+    free(peer_slots);
+    peer_slots = NULL;
+    if (my_slots) munmap(my_slots, sizeof(slot_t) * SLOTS);
+    my_slots = NULL;
+    free(slot_stack);
+    slot_stack = NULL;
 }
 
 /* ---- the sender ---- */
-/* Exported allocations: the IPC handle of an allocation's base, by base and buffer id. */
+/* Exported allocations: the IPC handle of an allocation's base, by base and buffer id (a
+ * failed export is remembered too: memory the IPC cannot export is copied instead). */
 typedef struct export_ent {
     uintptr_t base;
     uint64_t id;
+    gdte_status_t st;
     gdte_gpu_ipc_handle_t h;
     UT_hash_handle hh;
 } export_ent_t;
 static export_ent_t *exports;
 
-static gdte_status_t export_ptr(const void *p, gdte_gpu_ipc_handle_t *h, int64_t *offset)
+static gdte_status_t export_ptr(const void *p, gdte_gpu_ipc_handle_t *h, int64_t *offset, uint64_t *rbase)
 {
     void *base = NULL;
     size_t size = 0;
@@ -325,14 +435,16 @@ static gdte_status_t export_ptr(const void *p, gdte_gpu_ipc_handle_t *h, int64_t
     if (st != GDTE_OK) return st;
     (void)gdte_gpu_buffer_id(p, &id);
     *offset = (int64_t)((uintptr_t)p - (uintptr_t)base);
+    *rbase = (uint64_t)(uintptr_t)base;
     uintptr_t b = (uintptr_t)base;
     pthread_mutex_lock(&node_lock);
     export_ent_t *e;
     HASH_FIND(hh, exports, &b, sizeof b, e);
-    if (e && e->id == id) {
+    if (e && e->id == id && id) {
         *h = e->h;
+        st = e->st;
         pthread_mutex_unlock(&node_lock);
-        return GDTE_OK;
+        return st;
     }
     if (!e) {
         e = calloc(1, sizeof *e);
@@ -344,26 +456,185 @@ static gdte_status_t export_ptr(const void *p, gdte_gpu_ipc_handle_t *h, int64_t
         HASH_ADD(hh, exports, base, sizeof e->base, e);
     }
     st = gdte_gpu_ipc_get_handle(base, &e->h);
-    e->id = st == GDTE_OK ? id : 0;
+    e->id = id;
+    e->st = st;
     *h = e->h;
     pthread_mutex_unlock(&node_lock);
     return st;
 }
 
-/* The sender's state until the FIN. */
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The sender's state until the receiver is done with the data. It outlives the application's
+ * request when the send was detached: kept on `pending` until its word reads DONE. */
 typedef struct node_send {
-    gdte_stage_t *stage; /* packed copy (irregular layouts) */
+    gdte_stage_t *stage;  /* a packed copy the receiver reads (irregular layouts, or detached) */
     gdte_type_h type;
+    int slot;
+    uint64_t word;        /* the word's value while posted */
+    int fin_tag;
+    int sync;             /* synchronous mode: completes only when the receiver has the data */
+    int detached;         /* the application's request was completed by the sender itself */
+    int no_detach;        /* a detach was tried and could not be done */
+    int req_gone;         /* the request record is gone: the entry is the list's alone */
+    int done;             /* the receiver has finished: staging released, word free */
+    int fake;
+    int64_t t0, nbytes;
+    const void *first;    /* the data the marker names (the user's layout, or `stage`) */
+    int shape;
+    int64_t rows, width, pitch;
+    struct node_send *next;
 } node_send_t;
+static node_send_t *pending; /* under send_lock (taken before node_lock, never after) */
+static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
+static gdte_status_t ensure_stream(void);
+
+/* Under send_lock: the receiver has finished with `s` (its word reads DONE). */
+static void send_done(node_send_t *s)
+{
+    if (s->stage) gdte_stage_release(s->stage);
+    s->stage = NULL;
+    if (s->type) gdte_type_release(s->type);
+    s->type = NULL;
+    atomic_store_explicit(&my_slots[s->slot].word, W_GEN(s->word) | W_FREE, memory_order_relaxed);
+    slot_stack[slot_top++] = s->slot;
+    s->done = 1;
+}
+
+static void pending_unlink(node_send_t *s)
+{
+    for (node_send_t **pp = &pending; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            return;
+        }
+}
 
 static void send_fini(gdte_ipo_req_t *r)
 {
     node_send_t *s = r->ctx;
-    if (!s) return;
-    if (s->stage) gdte_stage_release(s->stage);
-    if (s->type) gdte_type_release(s->type);
-    free(s);
     r->ctx = NULL;
+    if (!s) return;
+    pthread_mutex_lock(&send_lock);
+    s->req_gone = 1;
+    if (!s->done && W_STATE(atomic_load_explicit(&my_slots[s->slot].word, memory_order_acquire)) == W_DONE)
+        send_done(s);
+    if (s->done) {
+        pending_unlink(s);
+        free(s);
+    }
+    pthread_mutex_unlock(&send_lock);
+}
+
+/* Under send_lock: copy the data the marker names into staging of our own, publish where,
+ * and take the word from the receiver if it has not claimed it. 1 when detached. */
+static int detach(node_send_t *s)
+{
+    gdte_stage_t *cp = NULL;
+    gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_DEVICE, s->fake, (size_t)s->nbytes, &cp);
+    if (st == GDTE_OK && s->stage) {
+        /* Already a packed copy: the receiver may read it where it is. */
+        gdte_stage_release(cp);
+        cp = NULL;
+    } else if (st == GDTE_OK && s->fake) {
+        for (int64_t done = 0, row = 0; done < s->nbytes; row++) {
+            int64_t w = s->shape == SHAPE_CONTIG ? s->nbytes : (s->width < s->nbytes - done ? s->width : s->nbytes - done);
+            memcpy((char *)cp->ptr + done, (const char *)s->first + row * s->pitch, (size_t)w);
+            done += w;
+        }
+    } else if (st == GDTE_OK) {
+        if ((st = ensure_stream()) == GDTE_OK) {
+            if (s->shape == SHAPE_CONTIG) {
+                st = gdte_gpu_memcpy_async(cp->ptr, s->first, (size_t)s->nbytes, node_stream);
+            } else {
+                int64_t full = s->nbytes / s->width, rest = s->nbytes % s->width;
+                if (full)
+                    st = gdte_gpu_memcpy2d_async(cp->ptr, (size_t)s->width, s->first, (size_t)s->pitch,
+                                                 (size_t)s->width, (size_t)full, node_stream);
+                if (st == GDTE_OK && rest)
+                    st = gdte_gpu_memcpy_async((char *)cp->ptr + full * s->width,
+                                               (const char *)s->first + full * s->pitch, (size_t)rest, node_stream);
+            }
+            gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+            if (st == GDTE_OK) st = s2;
+        }
+    }
+    slot_t *sl = &my_slots[s->slot];
+    const void *at = cp ? cp->ptr : s->stage ? s->stage->ptr : NULL;
+    if (st == GDTE_OK && !at) st = GDTE_ERR_INTERNAL;
+    if (st == GDTE_OK) {
+        sl->addr = (uint64_t)(uintptr_t)at;
+        if (!s->fake) st = export_ptr(at, &sl->handle, &sl->offset, &sl->rbase);
+    }
+    uint64_t want = s->word;
+    if (st != GDTE_OK ||
+        !atomic_compare_exchange_strong_explicit(&sl->word, &want, W_GEN(s->word) | W_DETACHED, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        /* The receiver has it (it finishes inside a gdte call it is in now), or no copy. */
+        if (cp) gdte_stage_release(cp);
+        if (st != GDTE_OK) s->no_detach = 1;
+        return 0;
+    }
+    if (cp) s->stage = cp;
+    s->detached = 1;
+    /* The application's request is the FIN receive: this process answers it itself. */
+    void *none = malloc(1);
+    if (none) isend_owned(none, 0, world_rank, s->fin_tag, fin_comm);
+    gdte_ipo_cnt_g.node_detached++;
+    return 1;
+}
+
+/* Sends in flight: finished ones release their staging; ones the receiver has not taken for
+ * DETACH_NS (or at once, `all`) are detached. */
+static void sends_progress(int all)
+{
+    if (!pending) return;
+    int64_t now = now_ns();
+    pthread_mutex_lock(&send_lock);
+    for (node_send_t *s = pending, *next; s; s = next) {
+        next = s->next;
+        if (!s->done && W_STATE(atomic_load_explicit(&my_slots[s->slot].word, memory_order_acquire)) == W_DONE)
+            send_done(s);
+        if (s->done) {
+            if (s->req_gone) {
+                pending_unlink(s);
+                free(s);
+            }
+            continue;
+        }
+        if (!s->detached && !s->sync && !s->no_detach && (all || now - s->t0 > DETACH_NS)) (void)detach(s);
+    }
+    pthread_mutex_unlock(&send_lock);
+}
+
+void gdte_ipo_node_sends_progress(void) { sends_progress(0); }
+
+/* MPI_Finalize: every send's receiver has finished (a receive must complete before its
+ * process finalizes, inside a call that finishes markers); then nothing of ours is read. */
+static void sends_drain(void)
+{
+    int64_t t0 = now_ns();
+    for (;;) {
+        sends_progress(1);
+        gdte_ipo_node_progress();
+        pthread_mutex_lock(&send_lock);
+        int left = 0;
+        for (node_send_t *s = pending; s; s = s->next) left += !s->done;
+        pthread_mutex_unlock(&send_lock);
+        if (!left) return;
+        if (now_ns() - t0 > 30ll * 1000000000) {
+            gdte_warn("MPI_Finalize: %d device message(s) sent on the node path were never received; their staging "
+                      "is left allocated",
+                      left);
+            return;
+        }
+        sched_yield();
+    }
 }
 
 static int send_finish(gdte_ipo_req_t *r, MPI_Status *st, int rc)
@@ -572,10 +843,10 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     if (ipc_min ? nbytes < ipc_min : (!fake && gdte_xfer_copy_engine_fits(type, count, nbytes))) return 0;
 
     isends_reap(0);
+    sends_progress(0);
     node_send_t *s = calloc(1, sizeof *s);
     mark_t *mk = calloc(1, sizeof *mk);
     gdte_ipo_req_t *r = gdte_ipo_req_new();
-    int rc = MPI_SUCCESS;
     if (!s || !mk || !r) {
         free(s);
         free(mk);
@@ -583,40 +854,81 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         *rc_p = gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
         return 1;
     }
-    const void *first = NULL;
-    st = send_shape(buf, count, type, fake, nbytes, mk, s, &first);
-    if (st == GDTE_OK && !fake) st = export_ptr(first, &mk->handle, &mk->offset);
-    if (st != GDTE_OK) {
-        if (s->stage) gdte_stage_release(s->stage);
+    pthread_mutex_lock(&send_lock);
+    s->slot = slot_top ? slot_stack[--slot_top] : -1;
+    pthread_mutex_unlock(&send_lock);
+    if (s->slot < 0) {
+        /* Every completion word in use (that many sends in flight): the MPI_PACKED path, which
+         * the MPI orders with the markers on the same envelope. */
         free(s);
         free(mk);
         gdte_ipo_req_destroy(r);
-        *rc_p = gdte_ipo_fail(comm, fn, st);
-        return 1;
+        return 0;
+    }
+    const void *first = NULL;
+    st = send_shape(buf, count, type, fake, nbytes, mk, s, &first);
+    if (st == GDTE_OK && !fake) {
+        st = export_ptr(first, &mk->handle, &mk->offset, &mk->rbase);
+        if (st == GDTE_ERR_UNSUPPORTED && !s->stage) {
+            /* Memory the IPC cannot export (managed memory): a packed copy in staging. */
+            if ((st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)nbytes, &s->stage)) == GDTE_OK &&
+                (st = gdte_xfer_pack_stage(buf, count, type, 0, s->stage, nbytes)) == GDTE_OK) {
+                mk->shape = SHAPE_CONTIG;
+                first = s->stage->ptr;
+                st = export_ptr(first, &mk->handle, &mk->offset, &mk->rbase);
+            }
+        }
     }
     uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
-    mk->magic = MARK_MAGIC;
-    mk->cookie = cookie;
-    mk->nbytes = nbytes;
-    mk->how = HOW_IPC;
-    mk->fin_tag = (int)(1 + cookie % (uint64_t)(tag_ub > 1 ? tag_ub - 1 : 1));
-    mk->pid = (int64_t)getpid();
-    mk->addr = (uint64_t)(uintptr_t)first;
-    gdte_type_retain(type);
-    s->type = type;
+    if (st == GDTE_OK) {
+        mk->magic = MARK_MAGIC;
+        mk->cookie = cookie;
+        mk->nbytes = nbytes;
+        mk->how = HOW_IPC;
+        mk->fin_tag = (int)(1 + cookie % (uint64_t)(tag_ub > 1 ? tag_ub - 1 : 1));
+        mk->pid = (int64_t)getpid();
+        mk->addr = (uint64_t)(uintptr_t)first;
+        mk->slot = s->slot;
+        mk->word = W_GEN(atomic_load_explicit(&my_slots[s->slot].word, memory_order_relaxed)) + 0x100 + W_POSTED;
+        atomic_store_explicit(&my_slots[s->slot].word, mk->word, memory_order_release);
+        gdte_type_retain(type);
+        s->type = type;
+        s->word = mk->word;
+        s->fin_tag = mk->fin_tag;
+        s->sync = mode == GDTE_IPO_SYNC;
+        s->fake = fake;
+        s->t0 = now_ns();
+        s->nbytes = nbytes;
+        s->first = first;
+        s->shape = mk->shape;
+        s->rows = mk->rows;
+        s->width = mk->width;
+        s->pitch = mk->pitch;
+    }
     /* The FIN receive is the application's request: it completes when the receiver has copied
-     * the data, which is when the user's buffer may be reused. */
-    MPI_Request fin;
-    rc = PMPI_Irecv(NULL, 0, MPI_BYTE, nc->world[dest], mk->fin_tag, fin_comm, &fin);
+     * the data, or when this process detached the send (it answers itself then). */
+    MPI_Request fin = MPI_REQUEST_NULL;
+    int rc = st == GDTE_OK ? MPI_SUCCESS : gdte_ipo_fail(comm, fn, st);
+    if (rc == MPI_SUCCESS) rc = PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, mk->fin_tag, fin_comm, &fin);
     if (rc == MPI_SUCCESS) rc = post_announcement(nc, dest, tag, cookie, nbytes, NULL);
     if (rc == MPI_SUCCESS) rc = isend_owned(mk, GDTE_IPO_MARK_BYTES, dest, tag, comm), mk = NULL;
     if (rc != MPI_SUCCESS) {
         free(mk);
-        send_fini(&(gdte_ipo_req_t){.ctx = s});
+        if (fin != MPI_REQUEST_NULL) PMPI_Cancel(&fin), PMPI_Request_free(&fin);
+        pthread_mutex_lock(&send_lock);
+        send_done(s);
+        pthread_mutex_unlock(&send_lock);
+        free(s);
         gdte_ipo_req_destroy(r);
         *rc_p = rc;
         return 1;
     }
+    pthread_mutex_lock(&send_lock);
+    s->next = pending;
+    pending = s;
+    /* A packed copy is the sender's own: the send completes now, as an eager one would. */
+    if (s->stage && !s->sync) (void)detach(s);
+    pthread_mutex_unlock(&send_lock);
     gdte_ipo_cnt_g.node_sends++;
     gdte_ipo_cnt_g.bytes_packed += nbytes;
     gdte_debug("%s: %lld bytes of device data to a process of this node, GPU to GPU (%s)", fn, (long long)nbytes,
@@ -693,13 +1005,16 @@ static ann_t *take_announcement(node_comm_t *nc, int src, int tag, uint64_t cook
     return a;
 }
 
-/* Mapped peer allocations, by (peer, handle). */
+/* Mapped peer allocations, by (peer, the allocation's base address there). A handle that
+ * differs from the cached one at that base is a new allocation (the peer freed the old one):
+ * the stale mapping goes first, since the runtime maps an exporter's memory at most once. */
 typedef struct map_key {
     int peer;
-    gdte_gpu_ipc_handle_t h;
+    uint64_t rbase;
 } map_key_t;
 typedef struct map_ent {
     map_key_t key;
+    gdte_gpu_ipc_handle_t h;
     void *base;
     UT_hash_handle hh;
 } map_ent_t;
@@ -707,31 +1022,47 @@ static map_ent_t *maps;
 static int nmaps;
 #define MAPS_MAX 512
 
-static gdte_status_t map_peer(int peer, const gdte_gpu_ipc_handle_t *h, void **base_p)
+static void map_drop(map_ent_t *e)
+{
+    HASH_DEL(maps, e);
+    gdte_gpu_ipc_close(e->base);
+    free(e);
+    nmaps--;
+}
+
+static gdte_status_t map_peer(int peer, uint64_t rbase, const gdte_gpu_ipc_handle_t *h, void **base_p)
 {
     map_key_t k;
     memset(&k, 0, sizeof k);
     k.peer = peer;
-    k.h = *h;
+    k.rbase = rbase;
     pthread_mutex_lock(&node_lock);
     map_ent_t *e;
     HASH_FIND(hh, maps, &k, sizeof k, e);
-    if (e) {
+    if (e && !memcmp(&e->h, h, sizeof *h)) {
         *base_p = e->base;
         pthread_mutex_unlock(&node_lock);
         return GDTE_OK;
     }
-    if (nmaps >= MAPS_MAX) { /* the oldest mapping goes */
-        map_ent_t *old = maps;
-        HASH_DEL(maps, old);
-        gdte_gpu_ipc_close(old->base);
-        free(old);
-        nmaps--;
-    }
+    if (e) map_drop(e);
+    if (nmaps >= MAPS_MAX) map_drop(maps); /* the oldest mapping goes */
     void *base = NULL;
     gdte_status_t st = gdte_gpu_ipc_open(h, &base);
+    if (st == GDTE_ERR_INVALID_ARG) {
+        /* Already mapped under another base of ours: a stale mapping of this peer whose
+         * memory the new allocation reuses. Drop the peer's mappings and map again. */
+        map_ent_t *x, *tmp;
+        HASH_ITER(hh, maps, x, tmp)
+        if (x->key.peer == peer) map_drop(x);
+        st = gdte_gpu_ipc_open(h, &base);
+        if (st == GDTE_ERR_INVALID_ARG) {
+            gdte_error("cannot map a peer's device memory: the GPU runtime reports it mapped already");
+            st = GDTE_ERR_GPU;
+        }
+    }
     if (st == GDTE_OK && (e = calloc(1, sizeof *e)) != NULL) {
         e->key = k;
+        e->h = *h;
         e->base = base;
         HASH_ADD(hh, maps, key, sizeof e->key, e);
         nmaps++;
@@ -789,7 +1120,7 @@ static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user
         return st;
     }
     void *base = NULL;
-    if ((st = map_peer(src_world, &mk->handle, &base)) != GDTE_OK) return st;
+    if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
     if ((st = ensure_stream()) != GDTE_OK) return st;
     const char *remote = (const char *)base + mk->offset;
     gdte_layout_t Ls;
@@ -908,10 +1239,36 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
             s = n ? gdte_xfer_unpack_from_host(a->data, 0, n, user, count, type, kind == GDTE_IPO_FAKE) : GDTE_OK;
         }
     } else if (s == GDTE_OK) {
-        s = pull(&mk, nc->world[src], n, user, count, type, kind);
-        /* The sender waits for this whatever happened here. */
-        void *none = malloc(1);
-        if (none) isend_owned(none, 0, nc->world[src], mk.fin_tag, fin_comm);
+        /* The sender's word: claimed (the data where the marker says, the sender waits), or
+         * detached by the sender (a packed copy where the word says, nobody waits). */
+        int w = nc->world[src];
+        slot_t *sl = peer_slots[w] ? &peer_slots[w][mk.slot & (SLOTS - 1)] : NULL;
+        uint64_t was = mk.word;
+        int detached = 0;
+        mark_t at = mk;
+        if (!sl) {
+            s = GDTE_ERR_INTERNAL;
+        } else if (!atomic_compare_exchange_strong_explicit(&sl->word, &was, W_GEN(mk.word) | W_CLAIMED,
+                                                            memory_order_acq_rel, memory_order_acquire)) {
+            if (was != (W_GEN(mk.word) | W_DETACHED)) {
+                gdte_error("node path: a marker's completion word reads %#llx, want %#llx",
+                           (unsigned long long)was, (unsigned long long)mk.word);
+                s = GDTE_ERR_INTERNAL;
+            }
+            detached = 1;
+            at.shape = SHAPE_CONTIG;
+            at.addr = sl->addr;
+            at.offset = sl->offset;
+            at.rbase = sl->rbase;
+            at.handle = sl->handle;
+        }
+        if (s == GDTE_OK) s = pull(&at, w, n, user, count, type, kind);
+        if (sl) {
+            /* The sender waits for this whatever happened here. */
+            atomic_store_explicit(&sl->word, W_GEN(mk.word) | W_DONE, memory_order_release);
+            void *none = detached ? NULL : malloc(1);
+            if (none) isend_owned(none, 0, w, mk.fin_tag, fin_comm);
+        }
         if (kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.node_recvs++; /* device receives, as `recvs` */
     }
     free(a);

@@ -378,6 +378,7 @@ static int finish_ahead(gdte_ipo_req_t *r, MPI_Status *st, const char *fn)
  * a record of while it does. */
 void gdte_ipo_node_progress(void)
 {
+    gdte_ipo_node_sends_progress();
     if (atomic_load_explicit(&req_live, memory_order_acquire) == 0) return;
     pthread_mutex_lock(&req_lock);
     for (gdte_ipo_req_t *r = req_table; r; r = r->hh.next) {

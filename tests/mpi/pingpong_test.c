@@ -210,6 +210,80 @@ static void zero_and_proc_null(int dev)
     mt_free(dev, buf);
 }
 
+
+/* A send must not depend on the receiver making gdte calls: the sender completes MPI_Send and
+ * enters MPI_Barrier while the receiver enters the barrier first and receives after it (legal
+ * for a message the MPI buffers; the node path detaches the send), and the receiver's posted
+ * receive waits in MPI_Wait only after a barrier (MPI's progress rule). Contiguous, strided and
+ * irregular device data, each received into a device and a host buffer. */
+static void progress_without_receiver(int rdev, MPI_Datatype irr, int irr_count, int64_t *detached)
+{
+    int dev = mt_rank == 0 ? 1 : rdev; /* device sender; receiver as asked */
+    enum { N = 16384 };
+    MPI_Datatype types[3] = {MPI_DOUBLE, MPI_DATATYPE_NULL, irr};
+    int counts[3] = {N, 1, irr_count};
+    MPI_Type_vector(N / 2, 1, 2, MPI_DOUBLE, &types[1]);
+    /* Way 0 (the receive posted after the barrier) is legal only for a message the MPI
+     * buffers: 2 KiB (every MPI's eager size is larger); way 1 moves 128 KiB. */
+    int small[3] = {256, 1, irr_count / 16};
+    MPI_Datatype vsmall;
+    MPI_Type_vector(128, 1, 2, MPI_DOUBLE, &vsmall);
+    MPI_Type_commit(&vsmall);
+    MPI_Type_commit(&types[1]);
+    int64_t before = mt_counter("node_detached");
+    for (int t = 0; t < 3; t++)
+        for (int way = 0; way < 2; way++) {
+            double *buf = dev ? mt_devmem_alloc(N * sizeof(double)) : calloc(N, sizeof(double));
+            double *want = malloc(N * sizeof(double));
+            for (int i = 0; i < N; i++) want[i] = 1000.0 * t + way * 100.0 + i;
+            if (mt_rank == 0) {
+                mt_put(buf, want, N * sizeof(double));
+                MPI_Datatype ty = way == 0 && t == 1 ? vsmall : types[t];
+                MT_MPI(MPI_Send(buf, way == 0 ? small[t] : counts[t], ty, 1, 40 + way, MPI_COMM_WORLD));
+                /* The buffer is the application's again: overwrite it. */
+                double *junk = malloc(N * sizeof(double));
+                for (int i = 0; i < N; i++) junk[i] = -1;
+                mt_put(buf, junk, N * sizeof(double));
+                free(junk);
+                MPI_Barrier(MPI_COMM_WORLD);
+            } else {
+                double *got = malloc(N * sizeof(double)), *ref = malloc(N * sizeof(double));
+                MPI_Datatype ty = way == 0 && t == 1 ? vsmall : types[t];
+                int cnt = way == 0 ? small[t] : counts[t];
+                for (int i = 0; i < N; i++) ref[i] = -7;
+                mt_put(buf, ref, N * sizeof(double));
+                if (way == 0) {
+                    MPI_Barrier(MPI_COMM_WORLD);
+                    MT_MPI(MPI_Recv(buf, cnt, ty, 0, 40, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                } else {
+                    MPI_Request r;
+                    MT_MPI(MPI_Irecv(buf, cnt, ty, 0, 41, MPI_COMM_WORLD, &r));
+                    MPI_Barrier(MPI_COMM_WORLD);
+                    MT_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+                }
+                mt_get(got, buf, N * sizeof(double));
+                /* The reference: the same type applied to host copies. */
+                int psize = 0, pos = 0;
+                MPI_Pack_size(cnt, ty, MPI_COMM_WORLD, &psize);
+                char *packed = malloc(psize);
+                MPI_Pack(want, cnt, ty, packed, psize, &pos, MPI_COMM_WORLD);
+                pos = 0;
+                MPI_Unpack(packed, psize, &pos, ref, cnt, ty, MPI_COMM_WORLD);
+                MT_CHECK(!memcmp(got, ref, N * sizeof(double)), "progress: type %d way %d dev %d: data differs", t,
+                         way, dev);
+                free(packed);
+                free(got);
+                free(ref);
+            }
+            free(want);
+            if (dev) mt_devmem_free(buf);
+            else free(buf);
+        }
+    *detached = mt_counter("node_detached") - before;
+    MPI_Type_free(&types[1]);
+    MPI_Type_free(&vsmall);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
@@ -317,6 +391,17 @@ int main(int argc, char **argv)
 
     zero_and_proc_null(1);
     zero_and_proc_null(0);
+
+    /* Senders that do not wait for their receiver; through the node path they are detached
+     * (a receiver that is not inside a gdte call cannot take the data). */
+    int64_t det = 0, det1 = 0;
+    progress_without_receiver(1, st_r, 300, &det);
+    progress_without_receiver(0, st_r, 300, &det1);
+    det += det1;
+    const char *ipc = getenv("GDTE_MPI_IPC");
+    if (mt_rank == 0 && mt_expect_gdte() && (mt_counter("node_sends") > 0 || (ipc && !strcmp(ipc, "1"))))
+        MT_CHECK(det >= 2, "node path: %lld sends detached, want at least the 2 waited-for 128 KiB ones",
+                 (long long)det);
 
     int dummy;
     MPI_Buffer_detach(&bbuf, &dummy);
