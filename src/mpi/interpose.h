@@ -256,6 +256,10 @@ void gdte_ipo_node_probe_fix(MPI_Comm comm, MPI_Status *st);
 void gdte_ipo_node_progress(void);
 /* The node path's sends in flight: release finished ones, detach those waited for too long. */
 void gdte_ipo_node_sends_progress(void);
+/* Between these, receives the node path finishes queue their copies and are synchronized
+ * once, at the end (nestable, per thread). */
+void gdte_ipo_node_batch_begin(void);
+void gdte_ipo_node_batch_end(void);
 void gdte_ipo_node_block(int n, MPI_Request reqs[], int any);
 
 #endif

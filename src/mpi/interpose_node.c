@@ -137,6 +137,7 @@ static slot_t *my_slots;    /* mine, shared with my peers */
 static slot_t **peer_slots; /* per world rank: a framing peer's, mapped */
 static int *slot_stack, slot_top;
 static char shm_name[64];
+static int64_t *peer_active; /* per world rank: when a send of ours was last seen taken there */
 
 /* ---- internal sends (announcements, markers, FINs): buffers freed when the MPI is done ---- */
 typedef struct isend {
@@ -346,7 +347,8 @@ int gdte_ipo_node_init(void)
     int *node_world = malloc(sizeof(int) * (size_t)nsize);
     peer_w = calloc((size_t)world_size, 1);
     peer_slots = calloc((size_t)world_size, sizeof *peer_slots);
-    if (!all || !node_world || !peer_w || !peer_slots) {
+    peer_active = calloc((size_t)world_size, sizeof *peer_active);
+    if (!all || !node_world || !peer_w || !peer_slots || !peer_active) {
         free(all);
         free(node_world);
         PMPI_Comm_free(&node);
@@ -408,6 +410,8 @@ void gdte_ipo_node_finalize(void)
         if (peer_slots[w]) munmap(peer_slots[w], sizeof(slot_t) * SLOTS);
     free(peer_slots);
     peer_slots = NULL;
+    free(peer_active);
+    peer_active = NULL;
     if (my_slots) munmap(my_slots, sizeof(slot_t) * SLOTS);
     my_slots = NULL;
     free(slot_stack);
@@ -484,6 +488,7 @@ typedef struct node_send {
     int req_gone;         /* the request record is gone: the entry is the list's alone */
     int done;             /* the receiver has finished: staging released, word free */
     int fake;
+    int peer;             /* the receiver's rank in MPI_COMM_WORLD */
     int64_t t0, nbytes;
     const void *first;    /* the data the marker names (the user's layout, or `stage`) */
     int shape;
@@ -598,8 +603,9 @@ static void sends_progress(int all)
     pthread_mutex_lock(&send_lock);
     for (node_send_t *s = pending, *next; s; s = next) {
         next = s->next;
-        if (!s->done && W_STATE(atomic_load_explicit(&my_slots[s->slot].word, memory_order_acquire)) == W_DONE)
-            send_done(s);
+        unsigned w = s->done ? W_FREE : W_STATE(atomic_load_explicit(&my_slots[s->slot].word, memory_order_acquire));
+        if (w == W_CLAIMED || w == W_DONE) peer_active[s->peer] = now;
+        if (w == W_DONE) send_done(s);
         if (s->done) {
             if (s->req_gone) {
                 pending_unlink(s);
@@ -607,7 +613,10 @@ static void sends_progress(int all)
             }
             continue;
         }
-        if (!s->detached && !s->sync && !s->no_detach && (all || now - s->t0 > DETACH_NS)) (void)detach(s);
+        /* A receiver that takes other messages of ours (a window) is not stuck: only one that
+         * took nothing for DETACH_NS. */
+        int64_t since = s->t0 > peer_active[s->peer] ? s->t0 : peer_active[s->peer];
+        if (!s->detached && !s->sync && !s->no_detach && (all || now - since > DETACH_NS)) (void)detach(s);
     }
     pthread_mutex_unlock(&send_lock);
 }
@@ -897,6 +906,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         s->fin_tag = mk->fin_tag;
         s->sync = mode == GDTE_IPO_SYNC;
         s->fake = fake;
+        s->peer = nc->world[dest];
         s->t0 = now_ns();
         s->nbytes = nbytes;
         s->first = first;
@@ -1090,6 +1100,36 @@ static gdte_status_t fake_read(const mark_t *mk, void *dst, int64_t n)
     return GDTE_OK;
 }
 
+/* Receives finished in one pass of node progress: their copies are queued on node_stream and
+ * synchronized once (gdte_ipo_node_batch_end), then their words marked DONE and their FINs
+ * sent. A window of messages then costs one synchronization, not one per message. */
+typedef struct queued_fin {
+    slot_t *sl;
+    uint64_t word;
+    int peer, fin_tag, detached;
+} queued_fin_t;
+static _Thread_local int batch_depth;
+static _Thread_local queued_fin_t *batch;
+static _Thread_local int batch_n, batch_cap;
+
+static void finish_word(slot_t *sl, uint64_t word, int peer, int fin_tag, int detached)
+{
+    atomic_store_explicit(&sl->word, W_GEN(word) | W_DONE, memory_order_release);
+    void *none = detached ? NULL : malloc(1);
+    if (none) isend_owned(none, 0, peer, fin_tag, fin_comm);
+}
+
+void gdte_ipo_node_batch_begin(void) { batch_depth++; }
+
+void gdte_ipo_node_batch_end(void)
+{
+    if (--batch_depth > 0 || batch_n == 0) return;
+    gdte_status_t st = gdte_gpu_stream_synchronize(node_stream);
+    if (st != GDTE_OK) gdte_error("node path: copies from peers failed: %s", gdte_status_string(st));
+    for (int i = 0; i < batch_n; i++) finish_word(batch[i].sl, batch[i].word, batch[i].peer, batch[i].fin_tag, batch[i].detached);
+    batch_n = 0;
+}
+
 static gdte_status_t ensure_stream(void)
 {
     if (node_stream) return GDTE_OK;
@@ -1102,8 +1142,9 @@ static gdte_status_t ensure_stream(void)
 /* Bytes [0, n) of the sender's message into (user, count, type): one kernel (or copy) from the
  * peer's memory where the shapes allow, else the packed bytes through a local buffer. */
 static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user, int count, gdte_type_h type,
-                          gdte_ipo_kind_t kind)
+                          gdte_ipo_kind_t kind, int *queued)
 {
+    *queued = 0;
     if (n == 0) return GDTE_OK;
     gdte_status_t st;
     if (fake_mode && kind != GDTE_IPO_DEVICE) {
@@ -1162,6 +1203,10 @@ static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user
             if (st == GDTE_OK) st = s2;
             if (tmp) gdte_stage_release(tmp);
             return st;
+        }
+        if (st == GDTE_OK && batch_depth) {
+            *queued = 1; /* synchronized once for the batch (node_flush) */
+            return GDTE_OK;
         }
         gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
         return st != GDTE_OK ? st : s2;
@@ -1262,12 +1307,19 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
             at.rbase = sl->rbase;
             at.handle = sl->handle;
         }
-        if (s == GDTE_OK) s = pull(&at, w, n, user, count, type, kind);
-        if (sl) {
+        int queued = 0;
+        if (s == GDTE_OK) s = pull(&at, w, n, user, count, type, kind, &queued);
+        if (queued && batch_n == batch_cap) {
+            int cap = batch_cap ? 2 * batch_cap : 64;
+            queued_fin_t *nb = realloc(batch, sizeof *nb * (size_t)cap);
+            if (nb) batch = nb, batch_cap = cap;
+            else queued = 0, s = gdte_gpu_stream_synchronize(node_stream);
+        }
+        if (queued) {
+            batch[batch_n++] = (queued_fin_t){sl, mk.word, w, mk.fin_tag, detached};
+        } else if (sl) {
             /* The sender waits for this whatever happened here. */
-            atomic_store_explicit(&sl->word, W_GEN(mk.word) | W_DONE, memory_order_release);
-            void *none = detached ? NULL : malloc(1);
-            if (none) isend_owned(none, 0, w, mk.fin_tag, fin_comm);
+            finish_word(sl, mk.word, w, mk.fin_tag, detached);
         }
         if (kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.node_recvs++; /* device receives, as `recvs` */
     }

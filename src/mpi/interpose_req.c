@@ -380,6 +380,7 @@ void gdte_ipo_node_progress(void)
 {
     gdte_ipo_node_sends_progress();
     if (atomic_load_explicit(&req_live, memory_order_acquire) == 0) return;
+    int batched = 0;
     pthread_mutex_lock(&req_lock);
     for (gdte_ipo_req_t *r = req_table; r; r = r->hh.next) {
         if (!r->is_recv || !r->active || r->unpacked || r->finish) continue;
@@ -387,11 +388,13 @@ void gdte_ipo_node_progress(void)
         int flag = 0;
         if (PMPI_Request_get_status(r->handle, &flag, &st) != MPI_SUCCESS || !flag) continue;
         if (!gdte_ipo_node_is_marker(r->comm, &st)) continue;
+        if (!batched) gdte_ipo_node_batch_begin(), batched = 1;
         gdte_ipo_defer_errh = 1;
         (void)finish_ahead(r, &st, "MPI_Wait");
         gdte_ipo_defer_errh = 0;
     }
     pthread_mutex_unlock(&req_lock);
+    if (batched) gdte_ipo_node_batch_end();
 }
 
 /* Poll until all (any = 0) or one (any = 1) of the requests is complete (or all are null). */
