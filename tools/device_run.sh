@@ -367,6 +367,22 @@ section_mpi_node() {
   grep -E "Passed|Failed|Timeout" "$log" | tail -20
 }
 
+# The node path's windowed bandwidth at 4 and 16 MiB, with the sender's detach after 1 ms (the
+# default) and practically never (GDTETEST_NODE_DETACH_US=1e9); the detach count per run.
+section_node_probe() {
+  mpi_build || return
+  local d log
+  for d in 1000 1000000000; do
+    log="$OUT/node_probe-detach$d.log"
+    timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTE_MPI_IPC=1 \
+      -x GDTETEST_NODE_DETACH_US=$d -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
+      "$MPI_BUILD/bench/mpi/mpibench" --mem device --mpi-label "node-detach$d" --sizes "${NODE_PROBE_SIZES:-4194304,16777216}" \
+      --layouts contig,vector,indexed --benchmarks bw --iters 10 --warmup 2 >"$log" 2>&1 &&
+      record "node_probe:$d" ok "$(grep -c ' bw ' "$log") rows" || record "node_probe:$d" FAIL "see $(basename "$log")"
+    grep -v "^\[gdte" "$log" | tail -12
+  done
+}
+
 section_mpi_random() {
   mpi_build || return
   local log="$OUT/mpi_random.log" cases=${DEVICE_MPI_RANDOM_CASES:-8000}

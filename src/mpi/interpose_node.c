@@ -123,6 +123,7 @@ static gdte_stream_t node_stream;
  * sender still waits, or the staged copy; never a buffer the application has reused. */
 #define SLOTS 8192
 #define DETACH_NS 1000000 /* a send the receiver has not taken for 1 ms is detached */
+static int64_t detach_ns = DETACH_NS; /* GDTETEST_NODE_DETACH_US: tests and measurements */
 enum { W_FREE = 0, W_POSTED = 1, W_CLAIMED = 2, W_DONE = 3, W_DETACHED = 4 };
 #define W_STATE(w) ((unsigned)((w) & 0xff))
 #define W_GEN(w) ((w) & ~(uint64_t)0xff)
@@ -325,6 +326,8 @@ int gdte_ipo_node_init(void)
     int want = k == 2 || (k == 0 && !gdte_ipo_gpu_aware());
     if (!gdte_gpu_available() && !fake_mode) want = 0;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
+    const char *dus = getenv("GDTETEST_NODE_DETACH_US");
+    if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
     void *ub = NULL;
     int flag = 0;
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -591,6 +594,8 @@ static int detach(node_send_t *s)
     void *none = malloc(1);
     if (none) isend_owned(none, 0, world_rank, s->fin_tag, fin_comm);
     gdte_ipo_cnt_g.node_detached++;
+    gdte_debug("node path: a send of %lld bytes to rank %d detached after %.3f ms (%s)", (long long)s->nbytes, s->peer,
+               (double)(now_ns() - s->t0) / 1e6, cp ? "copied" : "its packed copy");
     return 1;
 }
 
@@ -616,7 +621,7 @@ static void sends_progress(int all)
         /* A receiver that takes other messages of ours (a window) is not stuck: only one that
          * took nothing for DETACH_NS. */
         int64_t since = s->t0 > peer_active[s->peer] ? s->t0 : peer_active[s->peer];
-        if (!s->detached && !s->sync && !s->no_detach && (all || now - since > DETACH_NS)) (void)detach(s);
+        if (!s->detached && !s->sync && !s->no_detach && (all || now - since > detach_ns)) (void)detach(s);
     }
     pthread_mutex_unlock(&send_lock);
 }
