@@ -144,30 +144,33 @@ static void run(const halo_t *h, int device, const char *mode, int iters, double
             MPI_Send_init(g, 1, h->send_hi[d], h->hi[d], 2 * d, h->cart, &rq[q++]);
             MPI_Send_init(g, 1, h->send_lo[d], h->lo[d], 2 * d + 1, h->cart, &rq[q++]);
         }
-        int64_t allocs_after_first = 0;
+        int64_t allocs_after_first = 0, det0 = 0;
         for (int it = 0; it < iters; it++) {
             MT_MPI(MPI_Startall(12, rq));
             MT_MPI(MPI_Waitall(12, rq, MPI_STATUSES_IGNORE));
             verify(h, g, what);
-            if (it == 0) allocs_after_first = pooled_allocs();
+            if (it == 0) allocs_after_first = pooled_allocs(), det0 = mt_counter("node_detached");
         }
-        MT_CHECK(pooled_allocs() == allocs_after_first, "steady-state iterations allocated staging (%lld -> %lld)",
-                 (long long)allocs_after_first, (long long)pooled_allocs());
+        /* A node-path send its receiver did not take for 1 ms (a time-shared machine) is
+         * detached into new staging: allowed, and only then. */
+        MT_CHECK(pooled_allocs() == allocs_after_first || mt_counter("node_detached") > det0,
+                 "steady-state iterations allocated staging (%lld -> %lld)", (long long)allocs_after_first,
+                 (long long)pooled_allocs());
         for (int r = 0; r < 12; r++) MT_MPI(MPI_Request_free(&rq[r]));
         MT_CHECK(!device || !mt_expect_gdte() || mt_counter("requests_live") == 0, "requests left: %lld",
                  (long long)mt_counter("requests_live"));
     } else {
-        int64_t allocs = 0;
+        int64_t allocs = 0, det0 = 0;
         for (int it = 0; it < iters; it++) {
             if (!strcmp(mode, "sendrecv"))
                 exchange_sendrecv(h, g);
             else
                 exchange_nb(h, g, it % 2);
             verify(h, g, what);
-            if (it == 0) allocs = pooled_allocs();
+            if (it == 0) allocs = pooled_allocs(), det0 = mt_counter("node_detached");
         }
-        MT_CHECK(pooled_allocs() == allocs, "steady-state iterations allocated staging (%lld -> %lld)",
-                 (long long)allocs, (long long)pooled_allocs());
+        MT_CHECK(pooled_allocs() == allocs || mt_counter("node_detached") > det0,
+                 "steady-state iterations allocated staging (%lld -> %lld)", (long long)allocs, (long long)pooled_allocs());
         if (device && mt_expect_gdte() && getenv("GDTE_STAGING_MAX"))
             MT_CHECK(mt_counter("stage_overflows") > 0, "a pool smaller than one exchange did not overflow");
     }
