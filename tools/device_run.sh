@@ -357,13 +357,15 @@ section_mpi() {
 # interposer, every pairing of host and device buffers: DEVICE_MPI_RANDOM_CASES cases (default
 # 8000: about 2000 per pairing), two seeds, the second with small fragments.
 # The MPI GPU tests again through the node path (GDTE_MPI_IPC=1; off by default).
+# The MPI GPU tests over the MPI_PACKED path (GDTE_MPI_IPC=0); section mpi runs them at the
+# default, which is the node path on one node.
 section_mpi_node() {
   mpi_build || return
   local log="$OUT/mpi_node.log" res rc
-  (cd "$MPI_BUILD" && GDTE_MPI_IPC=1 ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-120}") >"$log" 2>&1
+  (cd "$MPI_BUILD" && GDTE_MPI_IPC=0 ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-120}") >"$log" 2>&1
   rc=$?
   res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
-  [ $rc -eq 0 ] && record mpi_node ok "GDTE_MPI_IPC=1: $res" || record mpi_node FAIL "GDTE_MPI_IPC=1: $res"
+  [ $rc -eq 0 ] && record mpi_packed ok "GDTE_MPI_IPC=0: $res" || record mpi_packed FAIL "GDTE_MPI_IPC=0: $res"
   grep -E "Passed|Failed|Timeout" "$log" | tail -20
 }
 
