@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "interpose.h"
+#include "refuse.h" /* mpi-ext.h: the persistent collectives where the MPI has them */
 
 typedef MPI_Fint F;
 
@@ -451,6 +452,337 @@ static void f_reduce_local(void *in, void *inout, F *count, F *dt, F *op, F *ier
     ret(ierr, MPI_Reduce_local(fbuf(in), fbuf(inout), (int)*count, CT(dt), CO(op)));
 }
 
+/* ---- collectives (interpose_coll.c): blocking, nonblocking, persistent ----
+ * COLL3(lower, Camel, (Fortran parameters), (C arguments), (before), (after)) defines f_<lower>,
+ * f_i<lower> and, where the MPI declares them, the persistent fx_<lower>_init (Open MPI's
+ * MPIX_<Camel>_init) and f4_<lower>_init (MPI-4's MPI_<Camel>_init). `before` may set `rc` to
+ * an error (nothing is called then); `after` releases what `before` made. A send buffer may be
+ * MPI_IN_PLACE or MPI_BOTTOM, a receive buffer MPI_BOTTOM (Scatter's MPI_IN_PLACE too). */
+#define U_(...) __VA_ARGS__
+#define COLL_BLOCKING(lower, Camel, FP, CA, PRE, POST)                        \
+    static void f_##lower(U_ FP, F *comm, F *ierr)                            \
+    {                                                                         \
+        int rc = MPI_SUCCESS;                                                 \
+        U_ PRE;                                                               \
+        if (rc == MPI_SUCCESS) rc = MPI_##Camel(U_ CA, CC(comm));             \
+        U_ POST;                                                              \
+        ret(ierr, rc);                                                        \
+    }                                                                         \
+    static void f_i##lower(U_ FP, F *comm, F *req, F *ierr)                   \
+    {                                                                         \
+        int rc = MPI_SUCCESS;                                                 \
+        MPI_Request q = MPI_REQUEST_NULL;                                     \
+        U_ PRE;                                                               \
+        if (rc == MPI_SUCCESS) rc = MPI_I##lower(U_ CA, CC(comm), &q);        \
+        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                     \
+        U_ POST;                                                              \
+        ret(ierr, rc);                                                        \
+    }
+#define COLL_PINIT(fname, cfn, FP, CA, PRE, POST)                              \
+    static void fname(U_ FP, F *comm, F *info, F *req, F *ierr)               \
+    {                                                                         \
+        int rc = MPI_SUCCESS;                                                 \
+        MPI_Request q = MPI_REQUEST_NULL;                                     \
+        U_ PRE;                                                               \
+        if (rc == MPI_SUCCESS) rc = cfn(U_ CA, CC(comm), MPI_Info_f2c(*info), &q); \
+        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                     \
+        U_ POST;                                                              \
+        ret(ierr, rc);                                                        \
+    }
+#ifdef GDTE_HAVE_MPIX_PCOLL
+#define COLL_PX(lower, Camel, FP, CA, PRE, POST) COLL_PINIT(fx_##lower##_init, MPIX_##Camel##_init, FP, CA, PRE, POST)
+#else
+#define COLL_PX(lower, Camel, FP, CA, PRE, POST)
+#endif
+#ifdef GDTE_HAVE_MPI4_PCOLL
+#define COLL_P4(lower, Camel, FP, CA, PRE, POST) COLL_PINIT(f4_##lower##_init, MPI_##Camel##_init, FP, CA, PRE, POST)
+#else
+#define COLL_P4(lower, Camel, FP, CA, PRE, POST)
+#endif
+#define COLL3(lower, Camel, FP, CA, PRE, POST)       \
+    COLL_BLOCKING(lower, Camel, FP, CA, PRE, POST)   \
+    COLL_PX(lower, Camel, FP, CA, PRE, POST)         \
+    COLL_P4(lower, Camel, FP, CA, PRE, POST)
+#define NONE_ ()
+
+/* MPI_Fint is int (the counts and displacements arrays go through as they are). */
+_Static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran INTEGER is not a C int");
+
+/* (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype[, root]) */
+#define FP_U (void *s, F *sc, F *st, void *r, F *rcnt, F *rt)
+#define CA_U (fsbuf(s), (int)*sc, CT(st), fsbuf(r), (int)*rcnt, CT(rt))
+COLL3(alltoall, Alltoall, FP_U, CA_U, NONE_, NONE_)
+COLL3(allgather, Allgather, FP_U, CA_U, NONE_, NONE_)
+COLL3(neighbor_alltoall, Neighbor_alltoall, FP_U, CA_U, NONE_, NONE_)
+COLL3(neighbor_allgather, Neighbor_allgather, FP_U, CA_U, NONE_, NONE_)
+#define FP_UR (void *s, F *sc, F *st, void *r, F *rcnt, F *rt, F *root)
+#define CA_UR (fsbuf(s), (int)*sc, CT(st), fsbuf(r), (int)*rcnt, CT(rt), (int)*root)
+COLL3(gather, Gather, FP_UR, CA_UR, NONE_, NONE_)
+COLL3(scatter, Scatter, FP_UR, CA_UR, NONE_, NONE_)
+/* (sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype[, root]) */
+#define FP_GV (void *s, F *sc, F *st, void *r, F *rcnts, F *displs, F *rt)
+#define CA_GV (fsbuf(s), (int)*sc, CT(st), fsbuf(r), (const int *)rcnts, (const int *)displs, CT(rt))
+COLL3(allgatherv, Allgatherv, FP_GV, CA_GV, NONE_, NONE_)
+COLL3(neighbor_allgatherv, Neighbor_allgatherv, FP_GV, CA_GV, NONE_, NONE_)
+#define FP_GVR (void *s, F *sc, F *st, void *r, F *rcnts, F *displs, F *rt, F *root)
+#define CA_GVR (fsbuf(s), (int)*sc, CT(st), fsbuf(r), (const int *)rcnts, (const int *)displs, CT(rt), (int)*root)
+COLL3(gatherv, Gatherv, FP_GVR, CA_GVR, NONE_, NONE_)
+/* (sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root) */
+#define FP_SV (void *s, F *scnts, F *displs, F *st, void *r, F *rcnt, F *rt, F *root)
+#define CA_SV (fsbuf(s), (const int *)scnts, (const int *)displs, CT(st), fsbuf(r), (int)*rcnt, CT(rt), (int)*root)
+COLL3(scatterv, Scatterv, FP_SV, CA_SV, NONE_, NONE_)
+/* (sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype) */
+#define FP_AV (void *s, F *scnts, F *sd, F *st, void *r, F *rcnts, F *rd, F *rt)
+#define CA_AV \
+    (fsbuf(s), (const int *)scnts, (const int *)sd, CT(st), fsbuf(r), (const int *)rcnts, (const int *)rd, CT(rt))
+COLL3(alltoallv, Alltoallv, FP_AV, CA_AV, NONE_, NONE_)
+COLL3(neighbor_alltoallv, Neighbor_alltoallv, FP_AV, CA_AV, NONE_, NONE_)
+/* (buffer, count, datatype, root) */
+#define FP_B (void *b, F *count, F *dt, F *root)
+#define CA_B (fbuf(b), (int)*count, CT(dt), (int)*root)
+COLL3(bcast, Bcast, FP_B, CA_B, NONE_, NONE_)
+
+/* The w forms: a datatype per block, converted into C handles for the call (the MPI, and gdte,
+ * copy what they keep). Alltoallw has a block per process of the group (the remote group on an
+ * intercommunicator), Neighbor_alltoallw one per neighbour (out-degree sending, in-degree
+ * receiving); an MPI_IN_PLACE send side has no types. */
+typedef struct {
+    MPI_Datatype small[2][SMALL];
+    MPI_Datatype *t[2];
+} wtypes_t;
+
+static MPI_Datatype *wtypes_one(wtypes_t *w, int k, const F *ft, int n)
+{
+    if (n <= 0 || !ft) return w->small[k];
+    MPI_Datatype *t = n <= SMALL ? w->small[k] : malloc((size_t)n * sizeof *t);
+    if (!t) return NULL;
+    for (int i = 0; i < n; i++) t[i] = MPI_Type_f2c(ft[i]);
+    return t;
+}
+
+/* Returns an MPI error code; w->t[0] NULL for an in-place send side. */
+static int wtypes_get(wtypes_t *w, int neighbor, const void *s, const F *fst, const F *frt, const F *fcomm)
+{
+    MPI_Comm c = MPI_Comm_f2c(*fcomm);
+    int nin = 0, nout = 0;
+    w->t[0] = w->t[1] = NULL;
+    if (neighbor) {
+        int topo = MPI_UNDEFINED, nd = 0, wt = 0, rank = 0;
+        if (c == MPI_COMM_NULL || MPI_Topo_test(c, &topo) != MPI_SUCCESS) topo = MPI_UNDEFINED;
+        if (topo == MPI_CART && MPI_Cartdim_get(c, &nd) == MPI_SUCCESS) nin = nout = 2 * nd;
+        else if (topo == MPI_GRAPH && MPI_Comm_rank(c, &rank) == MPI_SUCCESS &&
+                 MPI_Graph_neighbors_count(c, rank, &nd) == MPI_SUCCESS)
+            nin = nout = nd;
+        else if (topo == MPI_DIST_GRAPH && MPI_Dist_graph_neighbors_count(c, &nin, &nout, &wt) != MPI_SUCCESS)
+            nin = nout = 0;
+    } else if (c != MPI_COMM_NULL) {
+        int inter = 0;
+        MPI_Comm_test_inter(c, &inter);
+        if ((inter ? MPI_Comm_remote_size(c, &nin) : MPI_Comm_size(c, &nin)) != MPI_SUCCESS) nin = 0;
+        nout = nin;
+    }
+    if (!is_sentinel(s, S_IN_PLACE) && !(w->t[0] = wtypes_one(w, 0, fst, nout))) return MPI_ERR_NO_MEM;
+    if (!(w->t[1] = wtypes_one(w, 1, frt, nin))) return MPI_ERR_NO_MEM;
+    return MPI_SUCCESS;
+}
+
+static void wtypes_put(wtypes_t *w)
+{
+    for (int k = 0; k < 2; k++)
+        if (w->t[k] && w->t[k] != w->small[k]) free(w->t[k]);
+}
+
+#define FP_W (void *s, F *scnts, F *sd, F *st, void *r, F *rcnts, F *rd, F *rt)
+#define CA_W (fsbuf(s), (const int *)scnts, (const int *)sd, w.t[0], fsbuf(r), (const int *)rcnts, (const int *)rd, w.t[1])
+#define FP_WA (void *s, F *scnts, MPI_Aint *sd, F *st, void *r, F *rcnts, MPI_Aint *rd, F *rt)
+#define CA_WA (fbuf(s), (const int *)scnts, sd, w.t[0], fbuf(r), (const int *)rcnts, rd, w.t[1])
+#define PRE_W(nbr) (wtypes_t w; rc = wtypes_get(&w, nbr, s, st, rt, comm))
+#define POST_W (wtypes_put(&w))
+COLL3(alltoallw, Alltoallw, FP_W, CA_W, PRE_W(0), POST_W)
+COLL3(neighbor_alltoallw, Neighbor_alltoallw, FP_WA, CA_WA, PRE_W(1), POST_W)
+
+/* Persistent reductions (the blocking and nonblocking ones are above). */
+#define RED_PINIT(fname, cfn, FP, CA) \
+    static void fname(U_ FP, F *comm, F *info, F *req, F *ierr)                   \
+    {                                                                             \
+        MPI_Request q = MPI_REQUEST_NULL;                                         \
+        int rc = cfn(U_ CA, CC(comm), MPI_Info_f2c(*info), &q);                   \
+        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                         \
+        ret(ierr, rc);                                                            \
+    }
+#define FP_RED (void *s, void *r, F *count, F *dt, F *op)
+#define CA_RED (fsbuf(s), fbuf(r), (int)*count, CT(dt), CO(op))
+#define FP_REDR (void *s, void *r, F *count, F *dt, F *op, F *root)
+#define CA_REDR (fsbuf(s), fbuf(r), (int)*count, CT(dt), CO(op), (int)*root)
+#define CA_RSCAT (fsbuf(s), fbuf(r), (const int *)count, CT(dt), CO(op))
+#define RED_PINITS(P, pfx)                                                        \
+    RED_PINIT(P(reduce), pfx##Reduce_init, FP_REDR, CA_REDR)                      \
+    RED_PINIT(P(allreduce), pfx##Allreduce_init, FP_RED, CA_RED)                  \
+    RED_PINIT(P(reduce_scatter), pfx##Reduce_scatter_init, FP_RED, CA_RSCAT)      \
+    RED_PINIT(P(reduce_scatter_block), pfx##Reduce_scatter_block_init, FP_RED, CA_RED) \
+    RED_PINIT(P(scan), pfx##Scan_init, FP_RED, CA_RED)                            \
+    RED_PINIT(P(exscan), pfx##Exscan_init, FP_RED, CA_RED)
+#ifdef GDTE_HAVE_MPIX_PCOLL
+#define FX_NAME(lower) fx_##lower##_init
+RED_PINITS(FX_NAME, MPIX_)
+#endif
+#ifdef GDTE_HAVE_MPI4_PCOLL
+#define F4_NAME(lower) f4_##lower##_init
+RED_PINITS(F4_NAME, MPI_)
+#endif
+
+/* ---- the calls gdte refuses on device memory (refuse.h): their C shims give the refusal ---- */
+#define CW(x) MPI_Win_f2c(*(x))
+#define CF(x) MPI_File_f2c(*(x))
+
+/* One-sided: (origin, count, type, target rank, target disp, target count, target type[, op]) */
+#define RMA_BODY(lower, Camel, OPP, OPA)                                                                        \
+    static void f_##lower(void *o, F *oc, F *odt, F *trank, MPI_Aint *tdisp, F *tc, F *tdt OPP, F *win, F *ierr) \
+    {                                                                                                           \
+        ret(ierr, MPI_##Camel(fbuf(o), (int)*oc, CT(odt), (int)*trank, *tdisp, (int)*tc, CT(tdt) OPA, CW(win)));  \
+    }                                                                                                           \
+    static void f_r##lower(void *o, F *oc, F *odt, F *trank, MPI_Aint *tdisp, F *tc, F *tdt OPP, F *win, F *req, \
+                           F *ierr)                                                                             \
+    {                                                                                                           \
+        MPI_Request q = MPI_REQUEST_NULL;                                                                       \
+        int rc = MPI_R##lower(fbuf(o), (int)*oc, CT(odt), (int)*trank, *tdisp, (int)*tc, CT(tdt) OPA, CW(win), &q); \
+        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                                                       \
+        ret(ierr, rc);                                                                                          \
+    }
+RMA_BODY(put, Put, , )
+RMA_BODY(get, Get, , )
+RMA_BODY(accumulate, Accumulate, U_(, F *op), U_(, CO(op)))
+
+#define GETACC_FP                                                                                           \
+    void *o, F *oc, F *odt, void *res, F *rc_, F *rdt, F *trank, MPI_Aint *tdisp, F *tc, F *tdt, F *op, F *win
+#define GETACC_CA                                                                                           \
+    fbuf(o), (int)*oc, CT(odt), fbuf(res), (int)*rc_, CT(rdt), (int)*trank, *tdisp, (int)*tc, CT(tdt), CO(op), CW(win)
+static void f_get_accumulate(GETACC_FP, F *ierr) { ret(ierr, MPI_Get_accumulate(GETACC_CA)); }
+static void f_rget_accumulate(GETACC_FP, F *req, F *ierr)
+{
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Rget_accumulate(GETACC_CA, &q);
+    if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);
+    ret(ierr, rc);
+}
+static void f_fetch_and_op(void *o, void *res, F *dt, F *trank, MPI_Aint *tdisp, F *op, F *win, F *ierr)
+{
+    ret(ierr, MPI_Fetch_and_op(fbuf(o), fbuf(res), CT(dt), (int)*trank, *tdisp, CO(op), CW(win)));
+}
+static void f_compare_and_swap(void *o, void *cmp, void *res, F *dt, F *trank, MPI_Aint *tdisp, F *win, F *ierr)
+{
+    ret(ierr, MPI_Compare_and_swap(fbuf(o), fbuf(cmp), fbuf(res), CT(dt), (int)*trank, *tdisp, CW(win)));
+}
+static void f_win_create(void *base, MPI_Aint *size, F *disp_unit, F *info, F *comm, F *win, F *ierr)
+{
+    MPI_Win w = MPI_WIN_NULL;
+    int rc = MPI_Win_create(fbuf(base), *size, (int)*disp_unit, MPI_Info_f2c(*info), CC(comm), &w);
+    if (rc == MPI_SUCCESS) *win = MPI_Win_c2f(w);
+    ret(ierr, rc);
+}
+static void f_win_attach(F *win, void *base, MPI_Aint *size, F *ierr)
+{
+    ret(ierr, MPI_Win_attach(CW(win), fbuf(base), *size));
+}
+
+/* MPI-IO: explicit offsets, individual and shared file pointers, with a status, with a request,
+ * and split collectives (begin: no status, end: the buffer and a status). */
+#define IO_STATUS(lower, Camel, FPOS, CPOS)                                                    \
+    static void f_##lower(F *fh FPOS, void *buf, F *count, F *dt, F *status, F *ierr)          \
+    {                                                                                          \
+        MPI_Status c, *cs = fstatus(status, &c);                                               \
+        int rc = MPI_##Camel(CF(fh) CPOS, fbuf(buf), (int)*count, CT(dt), cs);                 \
+        status_out(rc, cs, status);                                                            \
+        ret(ierr, rc);                                                                         \
+    }
+#define IO_REQ(lower, Camel, FPOS, CPOS)                                                       \
+    static void f_##lower(F *fh FPOS, void *buf, F *count, F *dt, F *req, F *ierr)             \
+    {                                                                                          \
+        MPI_Request q = MPI_REQUEST_NULL;                                                      \
+        int rc = MPI_##Camel(CF(fh) CPOS, fbuf(buf), (int)*count, CT(dt), &q);                 \
+        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                                      \
+        ret(ierr, rc);                                                                         \
+    }
+#define IO_BEGIN(lower, Camel, FPOS, CPOS)                                                     \
+    static void f_##lower(F *fh FPOS, void *buf, F *count, F *dt, F *ierr)                     \
+    {                                                                                          \
+        ret(ierr, MPI_##Camel(CF(fh) CPOS, fbuf(buf), (int)*count, CT(dt)));                   \
+    }
+#define IO_END(lower, Camel)                                                                   \
+    static void f_##lower(F *fh, void *buf, F *status, F *ierr)                                \
+    {                                                                                          \
+        MPI_Status c, *cs = fstatus(status, &c);                                               \
+        int rc = MPI_##Camel(CF(fh), fbuf(buf), cs);                                           \
+        status_out(rc, cs, status);                                                            \
+        ret(ierr, rc);                                                                         \
+    }
+#define AT_F U_(, MPI_Offset *off)
+#define AT_C U_(, *off)
+IO_STATUS(file_read_at, File_read_at, AT_F, AT_C)
+IO_STATUS(file_read_at_all, File_read_at_all, AT_F, AT_C)
+IO_STATUS(file_write_at, File_write_at, AT_F, AT_C)
+IO_STATUS(file_write_at_all, File_write_at_all, AT_F, AT_C)
+IO_REQ(file_iread_at, File_iread_at, AT_F, AT_C)
+IO_REQ(file_iwrite_at, File_iwrite_at, AT_F, AT_C)
+IO_REQ(file_iread_at_all, File_iread_at_all, AT_F, AT_C)
+IO_REQ(file_iwrite_at_all, File_iwrite_at_all, AT_F, AT_C)
+IO_STATUS(file_read, File_read, , )
+IO_STATUS(file_read_all, File_read_all, , )
+IO_STATUS(file_write, File_write, , )
+IO_STATUS(file_write_all, File_write_all, , )
+IO_REQ(file_iread, File_iread, , )
+IO_REQ(file_iwrite, File_iwrite, , )
+IO_REQ(file_iread_all, File_iread_all, , )
+IO_REQ(file_iwrite_all, File_iwrite_all, , )
+IO_STATUS(file_read_shared, File_read_shared, , )
+IO_STATUS(file_write_shared, File_write_shared, , )
+IO_REQ(file_iread_shared, File_iread_shared, , )
+IO_REQ(file_iwrite_shared, File_iwrite_shared, , )
+IO_STATUS(file_read_ordered, File_read_ordered, , )
+IO_STATUS(file_write_ordered, File_write_ordered, , )
+IO_BEGIN(file_read_at_all_begin, File_read_at_all_begin, AT_F, AT_C)
+IO_BEGIN(file_write_at_all_begin, File_write_at_all_begin, AT_F, AT_C)
+IO_BEGIN(file_read_all_begin, File_read_all_begin, , )
+IO_BEGIN(file_write_all_begin, File_write_all_begin, , )
+IO_BEGIN(file_read_ordered_begin, File_read_ordered_begin, , )
+IO_BEGIN(file_write_ordered_begin, File_write_ordered_begin, , )
+IO_END(file_read_at_all_end, File_read_at_all_end)
+IO_END(file_write_at_all_end, File_write_at_all_end)
+IO_END(file_read_all_end, File_read_all_end)
+IO_END(file_write_all_end, File_write_all_end)
+IO_END(file_read_ordered_end, File_read_ordered_end)
+IO_END(file_write_ordered_end, File_write_ordered_end)
+
+/* Local calls. A CHARACTER argument's length comes last, hidden (an int in Open MPI's
+ * bindings); the blanks Fortran pads it with are not part of the name. */
+static char *fstring(const char *f, int len, char *small, size_t cap)
+{
+    if (len < 0) len = 0;
+    while (len > 0 && f[len - 1] == ' ') len--;
+    char *c = (size_t)len < cap ? small : malloc((size_t)len + 1);
+    if (!c) return NULL;
+    for (int i = 0; i < len; i++) c[i] = f[i];
+    c[len] = 0;
+    return c;
+}
+static void f_pack_external(char *datarep, void *in, F *incount, F *dt, void *out, MPI_Aint *outsize,
+                            MPI_Aint *position, F *ierr, int datarep_len)
+{
+    char small[64], *rep = fstring(datarep, datarep_len, small, sizeof small);
+    int rc = rep ? MPI_Pack_external(rep, fbuf(in), (int)*incount, CT(dt), out, *outsize, position) : MPI_ERR_NO_MEM;
+    if (rep != small) free(rep);
+    ret(ierr, rc);
+}
+static void f_unpack_external(char *datarep, void *in, MPI_Aint *insize, MPI_Aint *position, void *out, F *outcount,
+                              F *dt, F *ierr, int datarep_len)
+{
+    char small[64], *rep = fstring(datarep, datarep_len, small, sizeof small);
+    int rc = rep ? MPI_Unpack_external(rep, in, *insize, position, fbuf(out), (int)*outcount, CT(dt)) : MPI_ERR_NO_MEM;
+    if (rep != small) free(rep);
+    ret(ierr, rc);
+}
+static void f_buffer_attach(void *buffer, F *size, F *ierr) { ret(ierr, MPI_Buffer_attach(buffer, (int)*size)); }
+
 /* ---- the names: mpi_x, mpi_x_, mpi_x__, MPI_X, the pmpi_ twins, and ompi_x_f ---- */
 #define FALIAS(sym, target) \
     extern __typeof__(target) sym __attribute__((alias(#target), visibility("default")));
@@ -475,6 +807,62 @@ static void f_reduce_local(void *in, void *inout, F *count, F *dt, F *op, F *ier
     X(reduce, REDUCE) X(ireduce, IREDUCE) X(allreduce, ALLREDUCE) X(iallreduce, IALLREDUCE) \
     X(reduce_scatter, REDUCE_SCATTER) X(ireduce_scatter, IREDUCE_SCATTER) \
     X(reduce_scatter_block, REDUCE_SCATTER_BLOCK) X(ireduce_scatter_block, IREDUCE_SCATTER_BLOCK) \
-    X(scan, SCAN) X(iscan, ISCAN) X(exscan, EXSCAN) X(iexscan, IEXSCAN) X(reduce_local, REDUCE_LOCAL)
+    X(scan, SCAN) X(iscan, ISCAN) X(exscan, EXSCAN) X(iexscan, IEXSCAN) X(reduce_local, REDUCE_LOCAL) \
+    X(alltoall, ALLTOALL) X(ialltoall, IALLTOALL) X(alltoallv, ALLTOALLV) X(ialltoallv, IALLTOALLV) \
+    X(alltoallw, ALLTOALLW) X(ialltoallw, IALLTOALLW) X(allgather, ALLGATHER) X(iallgather, IALLGATHER) \
+    X(allgatherv, ALLGATHERV) X(iallgatherv, IALLGATHERV) X(gather, GATHER) X(igather, IGATHER) \
+    X(gatherv, GATHERV) X(igatherv, IGATHERV) X(scatter, SCATTER) X(iscatter, ISCATTER) \
+    X(scatterv, SCATTERV) X(iscatterv, ISCATTERV) X(bcast, BCAST) X(ibcast, IBCAST) \
+    X(neighbor_alltoall, NEIGHBOR_ALLTOALL) X(ineighbor_alltoall, INEIGHBOR_ALLTOALL) \
+    X(neighbor_alltoallv, NEIGHBOR_ALLTOALLV) X(ineighbor_alltoallv, INEIGHBOR_ALLTOALLV) \
+    X(neighbor_alltoallw, NEIGHBOR_ALLTOALLW) X(ineighbor_alltoallw, INEIGHBOR_ALLTOALLW) \
+    X(neighbor_allgather, NEIGHBOR_ALLGATHER) X(ineighbor_allgather, INEIGHBOR_ALLGATHER) \
+    X(neighbor_allgatherv, NEIGHBOR_ALLGATHERV) X(ineighbor_allgatherv, INEIGHBOR_ALLGATHERV) \
+    X(put, PUT) X(rput, RPUT) X(get, GET) X(rget, RGET) X(accumulate, ACCUMULATE) X(raccumulate, RACCUMULATE) \
+    X(get_accumulate, GET_ACCUMULATE) X(rget_accumulate, RGET_ACCUMULATE) X(fetch_and_op, FETCH_AND_OP) \
+    X(compare_and_swap, COMPARE_AND_SWAP) X(win_create, WIN_CREATE) X(win_attach, WIN_ATTACH) \
+    X(file_read_at, FILE_READ_AT) X(file_read_at_all, FILE_READ_AT_ALL) X(file_write_at, FILE_WRITE_AT) \
+    X(file_write_at_all, FILE_WRITE_AT_ALL) X(file_iread_at, FILE_IREAD_AT) X(file_iwrite_at, FILE_IWRITE_AT) \
+    X(file_iread_at_all, FILE_IREAD_AT_ALL) X(file_iwrite_at_all, FILE_IWRITE_AT_ALL) X(file_read, FILE_READ) \
+    X(file_read_all, FILE_READ_ALL) X(file_write, FILE_WRITE) X(file_write_all, FILE_WRITE_ALL) \
+    X(file_iread, FILE_IREAD) X(file_iwrite, FILE_IWRITE) X(file_iread_all, FILE_IREAD_ALL) \
+    X(file_iwrite_all, FILE_IWRITE_ALL) X(file_read_shared, FILE_READ_SHARED) X(file_write_shared, FILE_WRITE_SHARED) \
+    X(file_iread_shared, FILE_IREAD_SHARED) X(file_iwrite_shared, FILE_IWRITE_SHARED) \
+    X(file_read_ordered, FILE_READ_ORDERED) X(file_write_ordered, FILE_WRITE_ORDERED) \
+    X(file_read_at_all_begin, FILE_READ_AT_ALL_BEGIN) X(file_read_at_all_end, FILE_READ_AT_ALL_END) \
+    X(file_write_at_all_begin, FILE_WRITE_AT_ALL_BEGIN) X(file_write_at_all_end, FILE_WRITE_AT_ALL_END) \
+    X(file_read_all_begin, FILE_READ_ALL_BEGIN) X(file_read_all_end, FILE_READ_ALL_END) \
+    X(file_write_all_begin, FILE_WRITE_ALL_BEGIN) X(file_write_all_end, FILE_WRITE_ALL_END) \
+    X(file_read_ordered_begin, FILE_READ_ORDERED_BEGIN) X(file_read_ordered_end, FILE_READ_ORDERED_END) \
+    X(file_write_ordered_begin, FILE_WRITE_ORDERED_BEGIN) X(file_write_ordered_end, FILE_WRITE_ORDERED_END) \
+    X(pack_external, PACK_EXTERNAL) X(unpack_external, UNPACK_EXTERNAL) X(buffer_attach, BUFFER_ATTACH)
+/* The persistent collectives: X(lower, UPPER) of <naming>_<lower>_init. */
+#define GDTE_FORTRAN_PINIT_LIST(X) \
+    X(alltoall, ALLTOALL) X(alltoallv, ALLTOALLV) X(alltoallw, ALLTOALLW) X(allgather, ALLGATHER) \
+    X(allgatherv, ALLGATHERV) X(gather, GATHER) X(gatherv, GATHERV) X(scatter, SCATTER) X(scatterv, SCATTERV) \
+    X(bcast, BCAST) X(neighbor_alltoall, NEIGHBOR_ALLTOALL) X(neighbor_alltoallv, NEIGHBOR_ALLTOALLV) \
+    X(neighbor_alltoallw, NEIGHBOR_ALLTOALLW) X(neighbor_allgather, NEIGHBOR_ALLGATHER) \
+    X(neighbor_allgatherv, NEIGHBOR_ALLGATHERV) X(reduce, REDUCE) X(allreduce, ALLREDUCE) \
+    X(reduce_scatter, REDUCE_SCATTER) X(reduce_scatter_block, REDUCE_SCATTER_BLOCK) X(scan, SCAN) X(exscan, EXSCAN)
 /* clang-format on */
 GDTE_FORTRAN_LIST(FNAMES)
+/* Open MPI's: mpix_x_init ... and ompix_x_init_f (its mpi_f08 extension module calls that). */
+#ifdef GDTE_HAVE_MPIX_PCOLL
+#define FXNAMES(lower, UPPER)                                                                                    \
+    FALIAS(mpix_##lower##_init, fx_##lower##_init) FALIAS(mpix_##lower##_init_, fx_##lower##_init)             \
+    FALIAS(mpix_##lower##_init__, fx_##lower##_init) FALIAS(MPIX_##UPPER##_INIT, fx_##lower##_init)            \
+    FALIAS(pmpix_##lower##_init, fx_##lower##_init) FALIAS(pmpix_##lower##_init_, fx_##lower##_init)           \
+    FALIAS(pmpix_##lower##_init__, fx_##lower##_init) FALIAS(PMPIX_##UPPER##_INIT, fx_##lower##_init)          \
+    FALIAS(ompix_##lower##_init_f, fx_##lower##_init)
+GDTE_FORTRAN_PINIT_LIST(FXNAMES)
+#endif
+/* MPI-4's: mpi_x_init ... as the other calls. */
+#ifdef GDTE_HAVE_MPI4_PCOLL
+#define F4NAMES(lower, UPPER)                                                                                    \
+    FALIAS(mpi_##lower##_init, f4_##lower##_init) FALIAS(mpi_##lower##_init_, f4_##lower##_init)               \
+    FALIAS(mpi_##lower##_init__, f4_##lower##_init) FALIAS(MPI_##UPPER##_INIT, f4_##lower##_init)              \
+    FALIAS(pmpi_##lower##_init, f4_##lower##_init) FALIAS(pmpi_##lower##_init_, f4_##lower##_init)             \
+    FALIAS(pmpi_##lower##_init__, f4_##lower##_init) FALIAS(PMPI_##UPPER##_INIT, f4_##lower##_init)            \
+    FALIAS(ompi_##lower##_init_f, f4_##lower##_init)
+GDTE_FORTRAN_PINIT_LIST(F4NAMES)
+#endif

@@ -9,14 +9,25 @@
 ! the same: nonblocking columns (contiguous) and rows (a vector type: strided) completed by
 ! MPI_Waitall with statuses, MPI_Sendrecv with MPI_STATUS_IGNORE, persistent requests with
 ! MPI_Startall and MPI_STATUSES_IGNORE, MPI_Sendrecv_replace, MPI_Test, MPI_Waitany,
-! MPI_Pack/MPI_Unpack, and reductions (MPI_Allreduce with MPI_IN_PLACE, MPI_Reduce,
-! MPI_Iallreduce, MPI_Reduce_local). In fake mode the device pass must go through gdte (its
-! counters move) and the host pass must not.
+! MPI_Pack/MPI_Unpack, reductions (MPI_Allreduce with MPI_IN_PLACE, MPI_Reduce,
+! MPI_Iallreduce, MPI_Reduce_local), collectives (MPI_Alltoallw with subarray types on both
+! sides, and where Open MPI's mpi_ext module has its persistent collectives a persistent
+! MPI_Neighbor_alltoallw (MPIX_Neighbor_alltoallw_init) on a Cartesian ring started twice with new
+! data), each also checked against the values the program computes, and one refused call: an
+! MPI_Put whose origin is device memory is MPI_ERR_BUFFER (nothing moves) where gdte refuses it,
+! and goes through where it does not (GPU-aware, disabled, plain). In fake mode the device pass
+! must go through gdte (its counters move) and the host pass must not.
 program fortran_halo_test
 #ifdef GDTE_F08
   use mpi_f08
+#ifdef GDTE_MPIX_F
+  use mpi_f08_ext
+#endif
 #else
   use mpi
+#ifdef GDTE_MPIX_F
+  use mpi_ext
+#endif
 #endif
   use iso_c_binding
   implicit none
@@ -38,14 +49,22 @@ program fortran_halo_test
       import :: c_int
       integer(c_int) :: n
     end function
+    function ft_expect_refuse() bind(C, name='ft_expect_refuse') result(n)
+      import :: c_int
+      integer(c_int) :: n
+    end function
+    function ft_coll_calls() bind(C, name='ft_coll_calls') result(n)
+      import :: c_int64_t
+      integer(c_int64_t) :: n
+    end function
   end interface
 
   integer, parameter :: nx = 13, ny = 7
   integer :: rank, np, ierr, fails, checks, total(2), mine(2)
   integer(c_int64_t) :: t0, t1
-  type(c_ptr) :: pu, pv, ps
-  real(8), pointer :: ud(:,:), vd(:,:), sd(:)
-  real(8), allocatable :: uh(:,:), vh(:,:), sh(:)
+  type(c_ptr) :: pu, pv, ps, pz, py
+  real(8), pointer :: ud(:,:), vd(:,:), sd(:), zd(:,:), yd(:,:)
+  real(8), allocatable :: uh(:,:), vh(:,:), sh(:), zh(:,:), yh(:,:)
 #ifdef GDTE_F08
   type(MPI_Comm) :: comm
 #else
@@ -62,28 +81,36 @@ program fortran_halo_test
   pu = ft_dev_alloc(int(8 * (nx + 2) * (ny + 2), c_int64_t))
   pv = ft_dev_alloc(int(8 * (nx + 2) * (ny + 2), c_int64_t))
   ps = ft_dev_alloc(int(8 * 8, c_int64_t))
+  pz = ft_dev_alloc(int(8 * (2 * np + 2) * (ny + 2), c_int64_t))
+  py = ft_dev_alloc(int(8 * (nx + 2) * (ny + 2), c_int64_t))
   call c_f_pointer(pu, ud, [nx + 2, ny + 2])
   call c_f_pointer(pv, vd, [nx + 2, ny + 2])
   call c_f_pointer(ps, sd, [8])
-  allocate(uh(nx + 2, ny + 2), vh(nx + 2, ny + 2), sh(8))
+  call c_f_pointer(pz, zd, [2 * np + 2, ny + 2])
+  call c_f_pointer(py, yd, [nx + 2, ny + 2])
+  allocate(uh(nx + 2, ny + 2), vh(nx + 2, ny + 2), sh(8), zh(2 * np + 2, ny + 2), yh(nx + 2, ny + 2))
 
   t0 = ft_gdte_traffic()
-  call exchange(ud, vd, sd)
+  call exchange(ud, vd, sd, zd, yd, .true.)
   t1 = ft_gdte_traffic()
   if (ft_expect_gdte() == 1) call check(t1 > t0, 'the device pass did not go through gdte')
   t0 = ft_gdte_traffic()
-  call exchange(uh, vh, sh)
+  call exchange(uh, vh, sh, zh, yh, .false.)
   t1 = ft_gdte_traffic()
   call check(t1 == t0, 'the host pass went through gdte')
 
   call check(all(ud == uh), 'u differs between device and host arrays')
   call check(all(vd == vh), 'v differs between device and host arrays')
   call check(all(sd == sh), 'reductions differ between device and host arrays')
+  call check(all(zd == zh), 'MPI_Alltoallw differs between device and host arrays')
+  call check(all(yd == yh), 'the persistent MPI_Neighbor_alltoallw differs between device and host arrays')
 
   call ft_dev_free(pu)
   call ft_dev_free(pv)
   call ft_dev_free(ps)
-  deallocate(uh, vh, sh)
+  call ft_dev_free(pz)
+  call ft_dev_free(py)
+  deallocate(uh, vh, sh, zh, yh)
   mine = [checks, fails]
   call MPI_Allreduce(mine, total, 2, MPI_INTEGER, MPI_SUM, comm, ierr)
   if (rank == 0) then
@@ -116,17 +143,29 @@ contains
     call check(e == MPI_SUCCESS, what)
   end subroutine
 
-  subroutine exchange(u, v, s)
+  subroutine exchange(u, v, s, z, y, dev)
     real(8), intent(inout) :: u(0:nx + 1, 0:ny + 1), v(0:nx + 1, 0:ny + 1), s(8)
-    integer :: up, down, i, j, round, idx, pos
+    real(8), intent(inout) :: z(0:2 * np + 1, 0:ny + 1), y(0:nx + 1, 0:ny + 1)
+    logical, intent(in) :: dev
+    integer :: up, down, i, j, round, idx, pos, k, peer, left, right
+    integer :: sizes(2), subs(2), starts(2), cnt1(np), dsp1(np), ncnt(2)
+    integer(kind=MPI_ADDRESS_KIND) :: ndsp(2), wsize, tdisp
+    real(8) :: want
+    integer(c_int64_t) :: c0, cwant
+    ! The window: MPI writes it between the fences, behind the compiler's back.
+    real(8), asynchronous :: wb(4)
+    logical :: refused, ok
     logical :: flag
     character(len=1) :: packed(8 * (ny + nx + 4))
 #ifdef GDTE_F08
-    type(MPI_Datatype) :: rowt
+    type(MPI_Datatype) :: rowt, stypes(np), rtypes(np), nst(2), nrt(2)
     type(MPI_Request) :: reqs(4), preqs(4), r1
     type(MPI_Status) :: sts(4), st
+    type(MPI_Comm) :: ring
+    type(MPI_Win) :: win
 #else
     integer :: rowt, reqs(4), preqs(4), r1, sts(MPI_STATUS_SIZE, 4), st(MPI_STATUS_SIZE)
+    integer :: stypes(np), rtypes(np), nst(2), nrt(2), ring, win
 #endif
     integer :: cnt
 
@@ -223,6 +262,127 @@ contains
     s(6:7) = u(1:2, 2)
     call MPI_Reduce_local(u(1, 3), s(6), 2, MPI_DOUBLE_PRECISION, MPI_SUM, ierr)
     call ok_ierr(ierr, 'MPI_Reduce_local')
+
+    ! 7. MPI_Alltoallw: to each peer two rows of u's interior (a subarray), received into z's
+    ! rows 2*peer+1 and 2*peer+2 (a subarray of z), the rest of z left alone.
+    do peer = 0, np - 1
+      sizes = [nx + 2, ny + 2]
+      subs = [2, ny]
+      starts = [1 + mod(2 * peer, nx - 1), 1]
+      call MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_FORTRAN, MPI_DOUBLE_PRECISION, &
+                                    stypes(peer + 1), ierr)
+      call MPI_Type_commit(stypes(peer + 1), ierr)
+      sizes = [2 * np + 2, ny + 2]
+      starts = [1 + 2 * peer, 1]
+      call MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_FORTRAN, MPI_DOUBLE_PRECISION, &
+                                    rtypes(peer + 1), ierr)
+      call MPI_Type_commit(rtypes(peer + 1), ierr)
+    end do
+    cnt1 = 1
+    dsp1 = 0
+    z = -5d0
+    ! gdte carries the call on device arrays (its Fortran entry point, not Open MPI's): one call.
+    cwant = 0
+    if (dev .and. ft_expect_gdte() == 1) cwant = 1
+    c0 = ft_coll_calls()
+    call MPI_Alltoallw(u, cnt1, dsp1, stypes, z, cnt1, dsp1, rtypes, comm, ierr)
+    call ok_ierr(ierr, 'MPI_Alltoallw')
+    call check(ft_coll_calls() - c0 == cwant, 'MPI_Alltoallw: gdte did not carry it on device arrays, or did on host arrays')
+    ok = .true.
+    do j = 0, ny + 1
+      do i = 0, 2 * np + 1
+        peer = (i - 1) / 2
+        k = mod(i - 1, 2)
+        want = -5d0
+        if (i >= 1 .and. i <= 2 * np .and. j >= 1 .and. j <= ny) &
+          want = peer * 1000d0 + (1 + mod(2 * rank, nx - 1) + k) + 0.5d0 * j
+        if (z(i, j) /= want) ok = .false.
+      end do
+    end do
+    call check(ok, 'MPI_Alltoallw: z is not what the peers sent')
+    do peer = 1, np
+      call MPI_Type_free(stypes(peer), ierr)
+      call MPI_Type_free(rtypes(peer), ierr)
+    end do
+
+    ! 8. A refused call: MPI_Put from s(8) into the right neighbour's window (host memory). On
+    ! device memory, where gdte refuses it, MPI_ERR_BUFFER through the window's handler and
+    ! nothing moves; elsewhere the value arrives.
+    wb = -9d0
+    s(8) = rank + 0.5d0
+    wsize = 8 * size(wb)
+    call MPI_Win_create(wb, wsize, 8, MPI_INFO_NULL, comm, win, ierr)
+    call ok_ierr(ierr, 'MPI_Win_create')
+    call MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN, ierr)
+    call MPI_Win_fence(0, win, ierr)
+    tdisp = 0
+    call MPI_Put(s(8), 1, MPI_DOUBLE_PRECISION, up, tdisp, 1, MPI_DOUBLE_PRECISION, win, ierr)
+    refused = dev .and. ft_expect_refuse() == 1
+    if (refused) then
+      call check(ierr == MPI_ERR_BUFFER, 'MPI_Put from device memory was not refused with MPI_ERR_BUFFER')
+    else
+      call ok_ierr(ierr, 'MPI_Put')
+    end if
+    call MPI_Win_fence(0, win, ierr)
+    call MPI_F_sync_reg(wb)
+    want = down + 0.5d0
+    if (refused) want = -9d0
+    call check(wb(1) == want .and. all(wb(2:4) == -9d0), 'MPI_Put: the window holds the wrong value')
+    call MPI_Win_free(win, ierr)
+    s(8) = 0d0
+
+#ifdef GDTE_MPIX_F
+    ! 9. A persistent MPI_Neighbor_alltoallw on an open Cartesian ring: u's first and last
+    ! interior columns to the left and right neighbours, into y's halo columns 0 and ny+1 (MPI_PROC_NULL
+    ! at the ends: left alone), started twice, u's columns changed before each start.
+    call MPI_Cart_create(comm, 1, [np], [.false.], .false., ring, ierr)
+    call MPI_Cart_shift(ring, 0, 1, left, right, ierr)
+    sizes = [nx + 2, ny + 2]
+    subs = [nx, 1]
+    do k = 1, 2
+      starts = [1, merge(1, ny, k == 1)]
+      call MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_FORTRAN, MPI_DOUBLE_PRECISION, nst(k), ierr)
+      call MPI_Type_commit(nst(k), ierr)
+      starts = [1, merge(0, ny + 1, k == 1)]
+      call MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_FORTRAN, MPI_DOUBLE_PRECISION, nrt(k), ierr)
+      call MPI_Type_commit(nrt(k), ierr)
+    end do
+    ncnt = 1
+    ndsp = 0
+    y = -7d0
+    call MPIX_Neighbor_alltoallw_init(u, ncnt, ndsp, nst, y, ncnt, ndsp, nrt, ring, MPI_INFO_NULL, r1, ierr)
+    call ok_ierr(ierr, 'MPIX_Neighbor_alltoallw_init')
+    do round = 1, 2
+      u(1:nx, 1) = u(1:nx, 1) + 0.125d0
+      u(1:nx, ny) = u(1:nx, ny) + 0.125d0
+      c0 = ft_coll_calls()
+      call MPI_Start(r1, ierr)
+      call MPI_Wait(r1, MPI_STATUS_IGNORE, ierr)
+      call ok_ierr(ierr, 'persistent MPI_Neighbor_alltoallw')
+      call check(ft_coll_calls() - c0 == cwant, 'persistent MPI_Neighbor_alltoallw: not carried by gdte as expected')
+      ok = .true.
+      do j = 0, ny + 1
+        do i = 0, nx + 1
+          want = -7d0
+          if (i >= 1 .and. i <= nx .and. j == 0 .and. left /= MPI_PROC_NULL) &
+            want = left * 1000d0 + i + 0.5d0 * ny + 0.125d0 * round
+          if (i >= 1 .and. i <= nx .and. j == ny + 1 .and. right /= MPI_PROC_NULL) &
+            want = right * 1000d0 + i + 0.5d0 + 0.125d0 * round
+          if (y(i, j) /= want) ok = .false.
+        end do
+      end do
+      call check(ok, 'persistent MPI_Neighbor_alltoallw: y is not what the neighbours sent')
+    end do
+    call MPI_Request_free(r1, ierr)
+    call ok_ierr(ierr, 'MPI_Request_free (persistent collective)')
+    do k = 1, 2
+      call MPI_Type_free(nst(k), ierr)
+      call MPI_Type_free(nrt(k), ierr)
+    end do
+    call MPI_Comm_free(ring, ierr)
+#else
+    y = -7d0
+#endif
 
     call MPI_Type_free(rowt, ierr)
   end subroutine

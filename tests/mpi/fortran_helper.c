@@ -30,21 +30,35 @@ void ft_dev_free(void *p)
     free(p);
 }
 
-/* Device messages and reductions gdte has carried so far. */
+/* Device messages, reductions and collectives gdte has carried so far. */
 int64_t ft_gdte_traffic(void)
 {
     if (!gdte_mpi_counter) return 0;
     int64_t n = gdte_mpi_counter("sends") + gdte_mpi_counter("recvs") + gdte_mpi_counter("packs") +
-                gdte_mpi_counter("unpacks");
+                gdte_mpi_counter("unpacks") + gdte_mpi_counter("coll_calls");
     if (gdte_mpi_reduce_counter) n += gdte_mpi_reduce_counter("reduce_staged");
     return n;
 }
+
+/* Collective calls gdte has carried (one per call, one per start of a persistent one). */
+int64_t ft_coll_calls(void) { return gdte_mpi_counter ? gdte_mpi_counter("coll_calls") : 0; }
+
+/* Reductions gdte staged through host mirrors (one per call, one per start of a persistent one). */
+int64_t ft_reduce_staged(void) { return gdte_mpi_reduce_counter ? gdte_mpi_reduce_counter("reduce_staged") : 0; }
 
 /* 1 when this run must go through gdte (GDTETEST_MODE=fake, as the C tests), else 0. */
 int ft_expect_gdte(void)
 {
     const char *m = getenv("GDTETEST_MODE");
     return m && !strcmp(m, "fake");
+}
+
+/* 1 when a device buffer of a call gdte does not carry must be refused (MPI_ERR_BUFFER): fake
+ * mode under an MPI that cannot read device memory (GDTE_MPI_GPU_AWARE not 1). */
+int ft_expect_refuse(void)
+{
+    const char *ga = getenv("GDTE_MPI_GPU_AWARE");
+    return ft_expect_gdte() && !(ga && !strcmp(ga, "1"));
 }
 
 /* 1 when libgdte_mpi.so is loaded (its counter hook is bound). */
