@@ -4,10 +4,11 @@
  * one packed buffer: all the peers' parts of one collective call in one launch, where one
  * gdte_gpu_exec per peer would pay a launch (and on a shared GPU a context switch) each.
  *
- * Each piece's stream is cut into chunks of BCHUNK bytes; the chunks of all pieces are numbered
- * in one sequence and every thread block takes chunks of it (grid-stride), finds the piece by a
- * binary search over the pieces' first chunk numbers, and moves its chunk by the piece's layout
- * kind, reading the layout through layout.h as host_exec.c and pack_kernels.cu do:
+ * The work list is batch_plan.h's, shared with the host backend (batch_host.c): each piece's
+ * stream cut into chunks of GDTE_BATCH_CHUNK bytes, the chunks of all pieces numbered in one
+ * sequence. Every thread block takes chunks of it (grid-stride), finds the piece by a binary
+ * search over the pieces' first chunk numbers, and moves its chunk by the piece's layout kind,
+ * reading the layout through layout.h as host_exec.c and pack_kernels.cu do:
  *  - CONTIG:  one cooperative copy, in the widest words the two addresses' congruence allows;
  *  - STRIDED: long blocks (>= BLONG bytes) one after the other, each a cooperative copy; short
  *             blocks one word per thread, words of the width W that divides the block length,
@@ -15,7 +16,8 @@
  *  - UNITS:   one warp per unit (the units of repetitions after the first found by index), the
  *             part of the unit inside the chunk copied by the warp's lanes.
  * Only this file's own helpers are used: the per-layout kernels of pack_kernels.cu are tuned
- * for one layout per launch. One source for CUDA and HIP (gpu_compat.h).
+ * for one layout per launch. One source for CUDA and HIP (gpu_compat.h), and for the CPU
+ * emulator of tests/gpu (the launch goes through GDTE_LAUNCH with one argument, as there).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,23 +25,27 @@
 #include "gpu/gpu_compat.h"
 extern "C" {
 #include "kernels.h"
+#include "batch_plan.h"
 #include "gpu/gpu.h"
 #include "util/util.h"
 }
 
 #define BNT 256            /* threads per block */
-#define BCHUNK 16384       /* bytes of a piece's stream per chunk */
 #define BLONG 512          /* STRIDED blocks at least this long are copied block by block */
 #define BMAX_GRID (1 << 20) /* at most this many blocks; they stride over the chunks */
 
-/* A piece as the kernel reads it: the layout, where its two sides are, its first chunk. */
-struct bpiece {
-    gdte_layout_t L;
-    char *user;
-    char *packed; /* the packed buffer + the piece's offset */
-    int64_t chunk0;
-    int32_t word; /* STRIDED: access width */
-    int32_t pad_;
+#ifndef GDTE_LAUNCH
+#define GDTE_LAUNCH(grid, block, stream, arg, ...) \
+    ((void)hipGetLastError(), __VA_ARGS__<<<(grid), (block), 0, (stream)>>>(arg))
+#endif
+
+typedef gdte_batch_item_t bpiece;
+
+/* The kernel's one argument: the work list (device memory) and its size. */
+struct bargs {
+    const bpiece *pieces;
+    int n;
+    int64_t nchunks;
 };
 
 template <typename T> __device__ __forceinline__ void mv(char *d, const char *s) { *(T *)d = *(const T *)s; }
@@ -161,23 +167,14 @@ template <int DIR> __device__ void do_units(const bpiece &P, int64_t lo, int64_t
     }
 }
 
-template <int DIR> __global__ void __launch_bounds__(BNT) k_batch(const bpiece *pieces, int n, int64_t nchunks)
+template <int DIR> __global__ void __launch_bounds__(BNT) k_batch(bargs A)
 {
     __shared__ int64_t g0_s;
-    for (int64_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
-        /* The piece holding chunk c: the last whose first chunk is <= c (empty pieces share
-         * their successor's first chunk and are skipped by taking the last). */
-        int lo = 0, hi = n - 1;
-        while (lo < hi) {
-            int mid = lo + (hi - lo + 1) / 2;
-            if (pieces[mid].chunk0 <= c)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        const bpiece &P = pieces[lo];
-        int64_t a = (c - P.chunk0) * BCHUNK;
-        int64_t b = a + BCHUNK < P.L.total ? a + BCHUNK : P.L.total;
+    for (int64_t c = blockIdx.x; c < A.nchunks; c += gridDim.x) {
+        /* The piece holding chunk c (batch_plan.h). */
+        const bpiece &P = A.pieces[gdte_batch_find(A.pieces, A.n, c)];
+        int64_t a, b;
+        gdte_batch_chunk(&P, c, &a, &b);
         switch (P.L.kind) {
         case GDTE_LAYOUT_KIND_CONTIG: move<DIR>(P.user + P.L.disp + a, P.packed + a, b - a, threadIdx.x, blockDim.x); break;
         case GDTE_LAYOUT_KIND_STRIDED: do_strided<DIR>(P, a, b); break;
@@ -186,12 +183,6 @@ template <int DIR> __global__ void __launch_bounds__(BNT) k_batch(const bpiece *
         }
         __syncthreads(); /* g0_s is rewritten for the next chunk */
     }
-}
-
-static int lowbit16(uint64_t x)
-{
-    x |= 16;
-    return (int)(x & (~x + 1));
 }
 
 extern "C" size_t gdte_gpu_exec_batch_scratch(int n) { return (size_t)(n > 0 ? n : 1) * sizeof(bpiece); }
@@ -204,32 +195,10 @@ extern "C" gdte_status_t gdte_gpu_exec_batch(const gdte_batch_piece_t *pieces, i
     bpiece *h = (bpiece *)malloc((size_t)n * sizeof *h);
     if (!h) return GDTE_ERR_NO_MEMORY;
     int64_t nch = 0;
-    for (int i = 0; i < n; i++) {
-        const gdte_batch_piece_t *p = &pieces[i];
-        memset(&h[i], 0, sizeof h[i]);
-        h[i].L = p->L;
-        h[i].user = p->user;
-        h[i].packed = (char *)packed + p->packed;
-        h[i].chunk0 = nch;
-        int64_t t = p->L.total > 0 && p->L.kind != GDTE_LAYOUT_KIND_EMPTY ? p->L.total : 0;
-        if (t > 0 && p->L.kind == GDTE_LAYOUT_KIND_UNITS && (!p->L.units || p->L.nunits <= 0 || p->L.rep_bytes <= 0)) {
-            free(h);
-            return GDTE_ERR_INVALID_ARG;
-        }
-        if (t == 0) h[i].L.total = 0;
-        if (p->L.kind == GDTE_LAYOUT_KIND_STRIDED) {
-            /* Every block start, on both sides, is a multiple of the layout's alignment plus
-             * the base addresses; chunk starts are multiples of BCHUNK. */
-            int w = p->L.align > 0 ? p->L.align : 1;
-            w = lowbit16((uint64_t)w | (uint64_t)(uintptr_t)p->user | (uint64_t)(uintptr_t)h[i].packed |
-                         (uint64_t)p->L.blocklen);
-            h[i].word = w;
-        }
-        nch += (t + BCHUNK - 1) / BCHUNK;
-    }
-    if (nch == 0) {
+    gdte_status_t st = gdte_batch_plan(pieces, n, packed, h, &nch);
+    if (st != GDTE_OK || nch == 0) {
         free(h);
-        return GDTE_OK;
+        return st;
     }
     hipError_t e = hipMemcpyAsync(dscratch, h, (size_t)n * sizeof *h, hipMemcpyHostToDevice, (hipStream_t)stream);
     if (e != hipSuccess) {
@@ -241,11 +210,11 @@ extern "C" gdte_status_t gdte_gpu_exec_batch(const gdte_batch_piece_t *pieces, i
     /* A pageable source: the runtime staged it before returning, so `h` may go. */
     free(h);
     unsigned grid = (unsigned)(nch < BMAX_GRID ? nch : BMAX_GRID);
-    (void)hipGetLastError();
+    bargs A = {(const bpiece *)dscratch, n, nch};
     if (dir == GDTE_DIR_PACK)
-        k_batch<GDTE_DIR_PACK><<<grid, BNT, 0, (hipStream_t)stream>>>((const bpiece *)dscratch, n, nch);
+        GDTE_LAUNCH(dim3(grid), dim3(BNT), (hipStream_t)stream, A, k_batch<GDTE_DIR_PACK>);
     else
-        k_batch<GDTE_DIR_UNPACK><<<grid, BNT, 0, (hipStream_t)stream>>>((const bpiece *)dscratch, n, nch);
+        GDTE_LAUNCH(dim3(grid), dim3(BNT), (hipStream_t)stream, A, k_batch<GDTE_DIR_UNPACK>);
     e = hipGetLastError();
     if (e != hipSuccess) {
         gdte_error("batched executor: launch failed: %s", hipGetErrorString(e));
