@@ -86,6 +86,8 @@ static int mpi_takes_as_is(gdte_type_h t)
     return gdte_ipo_gpu_aware() && gdte_type_get_info(t, &info) == GDTE_OK && info.is_contiguous;
 }
 
+#define LAZY_LANDING_MIN (64 << 10)
+
 static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, gdte_ipo_kind_t kind,
                             int64_t minpost, msg_t *m)
 {
@@ -108,11 +110,25 @@ static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int 
     }
     /* Over an MPI that moves device memory the packed bytes stay on the device. */
     gdte_stage_kind_t sk = gdte_ipo_gpu_aware() && !host_ce ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
-    st = gdte_stage_acquire(sk, kind == GDTE_IPO_FAKE, (size_t)m->post, &m->stage);
+    int fake = kind == GDTE_IPO_FAKE;
+    if (minpost > 0 && sk == GDTE_STAGE_HOST && kind == GDTE_IPO_DEVICE && m->post >= LAZY_LANDING_MIN) {
+        /* A receive that may match a marker (from a framing peer, or any source) most likely
+         * gets one: its landing is pageable memory, whose pages cost nothing until written
+         * (a marker touches one), instead of pinning the message's size for every posted
+         * receive (a window of 64 large receives would pin and unpin gigabytes). Data that
+         * does come as MPI_PACKED is unpacked from it, more slowly. Pooled as fake-device
+         * buffers (host memory, guard page). */
+        sk = GDTE_STAGE_DEVICE;
+        fake = 1;
+    }
+    st = gdte_stage_acquire(sk, fake, (size_t)m->post, &m->stage);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     gdte_debug("%s: %d element(s), %lld packed bytes of device data, staged through %s memory as MPI_PACKED", fn, count,
                (long long)m->nbytes,
-               sk == GDTE_STAGE_DEVICE ? "device" : m->stage->pinned ? "pinned host" : "pageable host");
+               sk == GDTE_STAGE_DEVICE && !m->stage->fake ? "device"
+               : m->stage->fake && kind == GDTE_IPO_DEVICE ? "pageable host (a lazy landing for a marker)"
+               : m->stage->pinned                       ? "pinned host"
+                                                        : "pageable host");
     return MPI_SUCCESS;
 }
 
