@@ -1,16 +1,17 @@
 /*
- * staging.h: the interposer's bounded pool of staging buffers (pinned host memory that MPI
- * sends from and receives into, and device memory the pack pipeline rings through).
+ * staging.h: the interposer's staging buffers (pinned host memory that MPI sends from and
+ * receives into, and device memory the pack pipeline rings through), taken from one
+ * process-wide pool of src/gpu/pool.h, whose policy this is:
  *
- * Buffers come in power-of-two size classes and go back to a free list when released (a bounded
- * number per class), so a steady stream of messages of similar sizes allocates nothing after
- * warm-up, and a burst of many outstanding messages is given back once it completes. HOST
- * buffers are followed by an inaccessible guard page (see gdte_stage_tail). The bytes the
- * pool holds (in use + cached) stay under GDTE_STAGING_MAX: when a request would pass it, the
- * cache is trimmed first; if buffers in use alone would pass it, the buffer is allocated
- * outside the pool for that message only and freed on release (counted, warned once). We never
- * block for space: the buffers that would free it may belong to requests that only this thread
- * can complete.
+ * Buffers come in power-of-two size classes from 4 KiB and go back to a free list when
+ * released (at most max(64, 8 MiB / size) per class), so a steady stream of messages of
+ * similar sizes allocates nothing after warm-up, and a burst of many outstanding messages is
+ * given back once it completes. HOST buffers are followed by an inaccessible guard page (see
+ * gdte_stage_tail). The bytes the pool holds (in use + cached) stay under GDTE_STAGING_MAX:
+ * when a request would pass it, the cache is trimmed first; if buffers in use alone would pass
+ * it, the buffer is allocated outside the pool for that message only and freed on release
+ * (counted, warned once): the bound is soft. We never block for space: the buffers that would
+ * free it may belong to requests that only this thread can complete.
  *
  * Thread-safe. May call: src/gpu, src/util.
  */
@@ -20,30 +21,22 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gdte.h"
+#include "gpu/pool.h"
 
-typedef enum {
-    GDTE_STAGE_HOST = 0,   /* pinned (and mapped) host memory when a GPU is present, else malloc */
-    GDTE_STAGE_DEVICE = 1, /* device memory; malloc when it stands in for a fake device */
-    GDTE_STAGE_KINDS_
-} gdte_stage_kind_t;
+/* HOST: pinned (and mapped) host memory when a GPU is present, else pageable. DEVICE: device
+ * memory; host memory when it stands in for a fake device. */
+typedef gdte_gpu_pool_kind_t gdte_stage_kind_t;
+#define GDTE_STAGE_HOST GDTE_GPU_POOL_HOST
+#define GDTE_STAGE_DEVICE GDTE_GPU_POOL_DEVICE
 
-typedef struct gdte_stage {
-    void *ptr;
-    size_t size; /* usable bytes (the class size) */
-    gdte_stage_kind_t kind;
-    int fake;     /* DEVICE kind backed by host memory (GDTE_FAKE_DEVICE) */
-    int overflow; /* outside the pool: freed on release */
-    int pinned;   /* HOST kind: registered with the GPU runtime (DMA-able, mapped) */
-    struct gdte_stage *next;
-} gdte_stage_t;
-
-typedef struct gdte_stage_stats {
-    int64_t allocs;        /* buffers allocated from the system, pool and overflow */
-    int64_t reuses;        /* acquisitions served from the free lists */
-    int64_t overflows;     /* acquisitions served outside the pool */
-    int64_t bytes_held;    /* pool bytes (in use + cached) */
-    int64_t bytes_in_use;
-} gdte_stage_stats_t;
+/* A buffer: `ptr`, `size` (usable bytes, the class size), `kind`, `fake` (DEVICE kind backed by
+ * host memory), `pinned` (HOST kind registered with the GPU runtime: DMA-able, mapped),
+ * `overflow` (outside the pool: freed on release). */
+typedef gdte_gpu_pool_buf_t gdte_stage_t;
+/* allocs (buffers allocated from the system, pool and overflow), reuses (acquisitions served
+ * from the free lists), overflows (acquisitions served outside the pool), bytes_held (pool
+ * bytes, in use + cached), bytes_in_use, peak_held. */
+typedef gdte_gpu_pool_stats_t gdte_stage_stats_t;
 
 gdte_status_t gdte_stage_init(void);
 /* Frees every cached buffer; buffers still in use are reported (they leak by design: a request

@@ -603,7 +603,8 @@ gdte_status_t gdte_proto_ctx_create(const gdte_proto_ctx_params_t *prm, gdte_pro
         if ((st = gdte_gpu_host_alloc(&ctx->bounce, GDTE_PROTO_EAGER_MAX, 1)) != GDTE_OK) goto err_worker;
     }
     ctx->node = node_identity();
-    gdte_stg_init(&ctx->pool, gdte_knob(GDTE_KNOB_STAGING_MAX), ctx->gpu, gdte_rdma_capable(ctx));
+    if ((st = gdte_stg_init(&ctx->pool, gdte_knob(GDTE_KNOB_STAGING_MAX), gdte_rdma_capable(ctx))) != GDTE_OK)
+        goto err_worker;
     ctx->next_check = gdte_time_now();
     gdte_info("protocols: rank %d of %d, UCX %s, device memory through UCX: %s, GPU %d", ctx->rank, ctx->size,
               ucp_get_version_string(), ctx->ucx_cuda ? "yes" : "no", ctx->dev);
@@ -711,9 +712,11 @@ gdte_status_t gdte_proto_ctx_query(gdte_proto_ctx_h ctx, gdte_proto_ctx_attr_t *
     if (attr->field_mask & GDTE_PROTO_CTX_ATTR_FIELD_SIZE) attr->size = ctx->size;
     if (attr->field_mask & GDTE_PROTO_CTX_ATTR_FIELD_UCX_DEVICE_MEM) attr->ucx_device_mem = ctx->ucx_cuda;
     if (attr->field_mask & GDTE_PROTO_CTX_ATTR_FIELD_STATS) {
+        gdte_gpu_pool_stats_t ps;
+        gdte_gpu_pool_get_stats(&ctx->pool, &ps);
         attr->stats = ctx->stats;
-        attr->stats.staging_peak = ctx->pool.peak;
-        attr->stats.staging_allocs = ctx->pool.allocs;
+        attr->stats.staging_peak = ps.peak_held;
+        attr->stats.staging_allocs = ps.allocs;
     }
     return GDTE_OK;
 }

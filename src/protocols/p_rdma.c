@@ -178,7 +178,7 @@ static gdte_ring_t *make_ring(struct gdte_comm *ctx)
     int64_t slot_bytes = gdte_knob(GDTE_KNOB_FRAG_SIZE);
     if (slot_bytes <= 0) slot_bytes = GDTE_PROTO_RING_SLOT_DEFAULT;
     /* Rings of later peers shrink to what is left of the share, down to 256 KiB slots. */
-    int64_t left = ctx->pool.budget[GDTE_STG_RING] - ctx->pool.held[GDTE_STG_RING];
+    int64_t left = gdte_gpu_pool_room(&ctx->pool, GDTE_STG_RING);
     int64_t need = (int64_t)1 << gdte_log2_ceil((int64_t)slots * slot_bytes);
     while (slot_bytes > (256 << 10) && need > left) {
         slot_bytes /= 2;
@@ -216,7 +216,7 @@ static int export_units(struct gdte_msg_req *req, gdte_wire_layout_t *w)
         struct gdte_comm *ctx = req->ctx;
         int64_t need = (int64_t)1 << gdte_log2_ceil(n * (int64_t)sizeof *hu);
         for (int i = 0; i < 4 && !req->units_emu; i++)
-            if (ctx->emu_units_free[i] && ctx->emu_units_free[i]->size >= need) {
+            if (ctx->emu_units_free[i] && (int64_t)ctx->emu_units_free[i]->size >= need) {
                 req->units_emu = ctx->emu_units_free[i];
                 ctx->emu_units_free[i] = NULL;
             }

@@ -130,10 +130,10 @@ gdte_status_t gdte_rdma_alloc(struct gdte_comm *ctx, gdte_stg_class_t cls, int64
         free(b);
         return GDTE_ERR_NO_DEVICE_MEMORY;
     }
-    b->size = bytes;
-    b->cls = (uint8_t)cls;
-    b->kind = GDTE_STG_KIND_COUNT_; /* marks an emulated segment */
-    ctx->pool.held[cls] += bytes;
+    b->size = (size_t)bytes;
+    b->share = (uint8_t)cls;
+    b->kind = GDTE_GPU_POOL_KINDS_; /* marks an emulated segment: not the pool's, charged to it */
+    gdte_gpu_pool_charge(&ctx->pool, cls, bytes);
     *buf_p = b;
     return GDTE_OK;
 }
@@ -141,11 +141,11 @@ gdte_status_t gdte_rdma_alloc(struct gdte_comm *ctx, gdte_stg_class_t cls, int64
 void gdte_rdma_free(struct gdte_comm *ctx, gdte_stg_buf_t *b)
 {
     if (!b) return;
-    if (b->kind != GDTE_STG_KIND_COUNT_) {
+    if (b->kind != GDTE_GPU_POOL_KINDS_) {
         gdte_stg_put(&ctx->pool, b);
         return;
     }
-    ctx->pool.held[b->cls] -= b->size;
+    gdte_gpu_pool_charge(&ctx->pool, b->share, -(int64_t)b->size);
     gdte_proto_test_shm_free(b->ptr);
     free(b);
 }
