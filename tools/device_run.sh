@@ -356,7 +356,6 @@ section_mpi() {
 # The random nested-type MPI program (tests/mpi/random_test) on cudaMalloc buffers through the
 # interposer, every pairing of host and device buffers: DEVICE_MPI_RANDOM_CASES cases (default
 # 8000: about 2000 per pairing), two seeds, the second with small fragments.
-# The MPI GPU tests again through the node path (GDTE_MPI_IPC=1; off by default).
 # The MPI GPU tests over the MPI_PACKED path (GDTE_MPI_IPC=0); section mpi runs them at the
 # default, which is the node path on one node.
 section_mpi_node() {
