@@ -205,7 +205,7 @@ static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *f
     int erc = MPI_SUCCESS;
     int eclass = MPI_SUCCESS;
     if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
-    if (r->is_recv && r->unpacked) {
+    if (r->unpacked) {
         int keep_err = st->MPI_ERROR;
         *st = r->fixed_st;
         st->MPI_ERROR = r->fixed_rc != MPI_SUCCESS ? r->fixed_rc : keep_err;
@@ -216,9 +216,9 @@ static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *f
             PMPI_Comm_call_errhandler(r->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : r->comm, erc);
         }
     }
-    if (r->finish)
+    if (r->finish && !r->unpacked)
         erc = r->finish(r, st, rc);
-    else if (r->is_recv && !r->unpacked && (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE))
+    else if (!r->finish && r->is_recv && !r->unpacked && (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE))
         erc = r->kind == GDTE_IPO_HOST
                   ? gdte_ipo_host_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->stage, r->nbytes, st)
                   : gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes,
@@ -567,12 +567,19 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
     /* No claim: the request stays live (this call never frees it). */
     gdte_ipo_req_t *r = gdte_ipo_req_find(req);
     if (r && !r->active) r = NULL;
-    if (!r || !r->is_recv) return IPO_NEXT(Request_get_status)(req, flag, status);
+    if (!r || (!r->is_recv && !r->finish)) return IPO_NEXT(Request_get_status)(req, flag, status);
     MPI_Status st;
     int rc = IPO_NEXT(Request_get_status)(req, flag, &st);
     /* Complete means the data is in the user's buffer, although the request lives on until a
      * wait or test frees it: unpack now, once. */
-    if (*flag && !r->unpacked) {
+    if (*flag && !r->unpacked && r->finish) {
+        /* A nonblocking collective or reduction: its unpack or copy back, once. */
+        int erc = r->finish(r, &st, rc);
+        r->unpacked = 1;
+        r->fixed_st = st;
+        r->fixed_rc = rc != MPI_SUCCESS ? rc : erc;
+        if (rc == MPI_SUCCESS) rc = erc;
+    } else if (*flag && !r->unpacked) {
         int eclass = MPI_SUCCESS;
         if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
         if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
