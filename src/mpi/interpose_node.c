@@ -317,6 +317,34 @@ static int slots_create(void)
     return 1;
 }
 
+/* Reachability at MPI_Init. Two processes of a node may still not reach each other's memory:
+ * each sees only its own GPU (CUDA_VISIBLE_DEVICES per rank), GPUs without peer access, a
+ * process_vm_readv that ptrace rules forbid (the fake device). So each process exports a probe
+ * holding its rank, every peer reads it the way it would read a message, and two processes
+ * are framing peers only if each read the other's. */
+typedef struct probe {
+    gdte_gpu_ipc_handle_t h;
+    int64_t pid;
+    uint64_t addr;
+    int64_t want; /* the rank the probe holds; -1: no probe */
+} probe_t;
+
+static int probe_read(const probe_t *p)
+{
+    int64_t got = -2;
+    if (p->want < 0) return 0;
+    if (fake_mode) {
+        struct iovec l = {&got, sizeof got}, r = {(void *)(uintptr_t)p->addr, sizeof got};
+        if (process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof got) return 0;
+        return got == p->want;
+    }
+    void *base = NULL;
+    if (gdte_gpu_ipc_open(&p->h, &base) != GDTE_OK) return 0;
+    int ok = gdte_gpu_memcpy(&got, base, sizeof got) == GDTE_OK && got == p->want;
+    gdte_gpu_ipc_close(base);
+    return ok;
+}
+
 int gdte_ipo_node_init(void)
 {
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -359,16 +387,64 @@ int gdte_ipo_node_init(void)
     }
     PMPI_Allgather(mine, 3, MPI_LONG_LONG, all, 3, MPI_LONG_LONG, MPI_COMM_WORLD);
     PMPI_Allgather(&world_rank, 1, MPI_INT, node_world, 1, MPI_INT, node);
-    int mapped_all = 1;
+    /* The probes: exported, read by every candidate peer, the results exchanged. */
+    int me_n = 0;
+    PMPI_Comm_rank(node, &me_n);
+    probe_t pr;
+    memset(&pr, 0, sizeof pr);
+    pr.want = -1;
+    int64_t *probe_mem = NULL;
+    int64_t rank64 = world_rank;
+    if (want && fake_mode && (probe_mem = malloc(sizeof *probe_mem)) != NULL) {
+        *probe_mem = rank64;
+        pr.pid = (int64_t)getpid();
+        pr.addr = (uint64_t)(uintptr_t)probe_mem;
+        pr.want = rank64;
+    } else if (want && !fake_mode && gdte_gpu_malloc((void **)&probe_mem, 4096) == GDTE_OK) {
+        if (gdte_gpu_memcpy(probe_mem, &rank64, sizeof rank64) == GDTE_OK &&
+            gdte_gpu_ipc_get_handle(probe_mem, &pr.h) == GDTE_OK)
+            pr.want = rank64;
+    }
+    probe_t *probes = calloc((size_t)nsize, sizeof *probes);
+    unsigned char *reach = calloc((size_t)nsize * (size_t)nsize, 1);
+    if (!probes || !reach) {
+        free(probes);
+        free(reach);
+        free(all);
+        free(node_world);
+        PMPI_Comm_free(&node);
+        return MPI_ERR_NO_MEM;
+    }
+    PMPI_Allgather(&pr, (int)sizeof pr, MPI_BYTE, probes, (int)sizeof pr, MPI_BYTE, node);
+    for (int i = 0; i < nsize; i++) {
+        int w = node_world[i];
+        int same_side = !nsplit || ((w >= nsplit) == (world_rank >= nsplit));
+        if (w != world_rank && want && all[3 * w] && same_side) reach[(size_t)me_n * nsize + i] = (unsigned char)probe_read(&probes[i]);
+    }
+    PMPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, reach, nsize, MPI_BYTE, node);
+    PMPI_Barrier(node); /* every probe read: they may go */
+    if (probe_mem && fake_mode) free(probe_mem);
+    else if (probe_mem) gdte_gpu_free(probe_mem);
+    int mapped_all = 1, unreached = 0;
     for (int i = 0; i < nsize; i++) {
         int w = node_world[i];
         int same_side = !nsplit || ((w >= nsplit) == (world_rank >= nsplit));
         if (w == world_rank || !want || !all[3 * w] || !same_side) continue;
+        if (!reach[(size_t)me_n * nsize + i] || !reach[(size_t)i * nsize + me_n]) {
+            unreached++;
+            continue;
+        }
         char name[64];
         snprintf(name, sizeof name, "/gdte-node.%d.%llx", (int)all[3 * w + 1], (unsigned long long)all[3 * w + 2]);
         if (!(peer_slots[w] = shm_map(name, 0))) mapped_all = 0;
         peer_w[w] = 1;
     }
+    if (unreached)
+        gdte_info("node path: %d process(es) of this node cannot read this one's device memory or it theirs (GPU IPC "
+                  "between them failed, e.g. each sees only its own GPU): their messages take the MPI_PACKED path",
+                  unreached);
+    free(probes);
+    free(reach);
     /* Framing is symmetric: if any process of the node could not map a peer's words, the node
      * path is off on the whole node. Then every segment's name goes (the mappings stay). */
     int ok_all = 0;
