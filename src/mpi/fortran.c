@@ -1,5 +1,8 @@
 /*
- * Fortran bindings of the calls gdte carries.
+ * Fortran bindings of the calls gdte carries (point-to-point, persistent, completion, pack, the
+ * collectives and reductions, blocking, nonblocking and persistent) and of those it refuses
+ * (refuse.h: one-sided, MPI-IO, local), so that a Fortran program gets the same refusal as a C
+ * one instead of an MPI reading device memory.
  *
  * Open MPI's Fortran libraries (libmpi_mpifh for mpif.h and `use mpi`, libmpi_usempif08 for
  * `use mpi_f08`) call PMPI_* directly, so a Fortran program would bypass the C MPI_* functions
@@ -12,7 +15,10 @@
  * common blocks, found once by name) to the C ones, and calls the C MPI_* function, which the
  * dynamic linker binds to libgdte_mpi.so's own (so device buffers are carried, and a PMPI tool
  * preloaded after gdte still sees the calls). MPI_Init, MPI_Init_thread and MPI_Finalize are
- * here too: without them gdte would never start in a Fortran program.
+ * here too: without them gdte would never start in a Fortran program. Open MPI's persistent
+ * collectives (its pcollreq extension) are named mpix_x_init and its twins, and ompix_x_init_f
+ * for its mpi_f08_ext module; MPI-4's persistent collectives, where mpi.h declares them, are
+ * named as the other calls.
  *
  * Fortran INTEGER and LOGICAL are MPI_Fint (4 bytes with gfortran); .TRUE. is 1, as Open MPI
  * built with gfortran takes it.
