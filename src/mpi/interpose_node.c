@@ -405,6 +405,8 @@ int gdte_ipo_node_init(void)
             gdte_gpu_ipc_get_handle(probe_mem, &pr.h) == GDTE_OK)
             pr.want = rank64;
     }
+    const char *noprobe = getenv("GDTETEST_NODE_NOPROBE"); /* tests: this rank's probe unreadable */
+    if (noprobe && atoi(noprobe) == world_rank) pr.want = -1;
     probe_t *probes = calloc((size_t)nsize, sizeof *probes);
     unsigned char *reach = calloc((size_t)nsize * (size_t)nsize, 1);
     if (!probes || !reach) {

@@ -398,6 +398,11 @@ int main(int argc, char **argv)
     progress_without_receiver(1, st_r, 300, &det);
     progress_without_receiver(0, st_r, 300, &det1);
     det += det1;
+    /* A process whose memory its peer cannot read frames with nobody: no node-path traffic. */
+    if (getenv("GDTETEST_NODE_NOPROBE"))
+        MT_CHECK(mt_counter("node_sends") == 0 && mt_counter("node_recvs") == 0,
+                 "an unreachable peer got node-path messages (%lld sent, %lld received)",
+                 (long long)mt_counter("node_sends"), (long long)mt_counter("node_recvs"));
     const char *ipc = getenv("GDTE_MPI_IPC");
     if (mt_rank == 0 && mt_expect_gdte() && (mt_counter("node_sends") > 0 || (ipc && !strcmp(ipc, "1"))))
         MT_CHECK(det >= 2, "node path: %lld sends detached, want at least the 2 waited-for 128 KiB ones",
