@@ -50,6 +50,7 @@
 #include "gpu/gpu.h"
 #include "kernels/kernels.h"
 #include "util/util.h"
+#include <utlist.h>
 
 #define MARK_MAGIC 0x4b52414d45544447ull /* "GDTEMARK" */
 enum { HOW_INLINE = 1, HOW_IPC = 2 };
@@ -97,7 +98,7 @@ typedef struct node_comm {
     int size;        /* ranks messages name: the remote group's on an intercommunicator */
     int *world;      /* their ranks in MPI_COMM_WORLD (-1: not in it) */
     int any_peer;
-    ann_t *anns;     /* received announcements, oldest first (utlist-style DL by hand) */
+    ann_t *anns;     /* received announcements, oldest first (utlist DL) */
 } node_comm_t;
 
 int gdte_ipo_node_on_g;
@@ -151,18 +152,15 @@ static isend_t *isends;
 static void isends_reap(int block)
 {
     pthread_mutex_lock(&node_lock);
-    isend_t **pp = &isends;
-    while (*pp) {
-        isend_t *e = *pp;
+    isend_t *e, *tmp;
+    LL_FOREACH_SAFE(isends, e, tmp) {
         int flag = 0;
         if (block) PMPI_Wait(&e->req, MPI_STATUS_IGNORE), flag = 1;
         else PMPI_Test(&e->req, &flag, MPI_STATUS_IGNORE);
         if (flag) {
-            *pp = e->next;
+            LL_DELETE(isends, e);
             free(e->buf);
             free(e);
-        } else {
-            pp = &e->next;
         }
     }
     pthread_mutex_unlock(&node_lock);
@@ -184,8 +182,7 @@ static int isend_owned(void *buf, int n, int dest, int tag, MPI_Comm comm)
     }
     e->buf = buf;
     pthread_mutex_lock(&node_lock);
-    e->next = isends;
-    isends = e;
+    LL_PREPEND(isends, e);
     pthread_mutex_unlock(&node_lock);
     return MPI_SUCCESS;
 }
@@ -197,9 +194,9 @@ static int comm_delete(MPI_Comm comm, int kv, void *val, void *extra)
     node_comm_t *nc = val;
     if (!nc) return MPI_SUCCESS;
     if (nc->shadow != MPI_COMM_NULL) PMPI_Comm_free(&nc->shadow);
-    while (nc->anns) {
-        ann_t *a = nc->anns;
-        nc->anns = a->next;
+    ann_t *a, *tmp;
+    DL_FOREACH_SAFE(nc->anns, a, tmp) {
+        DL_DELETE(nc->anns, a);
         free(a);
     }
     free(nc->world);
@@ -592,14 +589,7 @@ static void send_done(node_send_t *s)
     s->done = 1;
 }
 
-static void pending_unlink(node_send_t *s)
-{
-    for (node_send_t **pp = &pending; *pp; pp = &(*pp)->next)
-        if (*pp == s) {
-            *pp = s->next;
-            return;
-        }
-}
+static void pending_unlink(node_send_t *s) { LL_DELETE(pending, s); }
 
 static void send_fini(gdte_ipo_req_t *r)
 {
@@ -1017,8 +1007,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         return 1;
     }
     pthread_mutex_lock(&send_lock);
-    s->next = pending;
-    pending = s;
+    LL_PREPEND(pending, s);
     /* A packed copy is the sender's own: the send completes now, as an eager one would. */
     if (s->stage && !s->sync) (void)detach(s);
     pthread_mutex_unlock(&send_lock);
@@ -1070,10 +1059,7 @@ static ann_t *ann_fetch(node_comm_t *nc, int src, int tag)
     PMPI_Get_count(&st, MPI_BYTE, &got);
     if (got > (int)sizeof h) memcpy(a->data, buf + sizeof h, (size_t)(got - (int)sizeof h));
     /* Appended: per (src, tag) the list keeps the sender's order. */
-    ann_t **pp = &nc->anns, *prev = NULL;
-    while (*pp) prev = *pp, pp = &(*pp)->next;
-    a->prev = prev;
-    *pp = a;
+    DL_APPEND(nc->anns, a);
     return a;
 }
 
@@ -1089,11 +1075,7 @@ static ann_t *take_announcement(node_comm_t *nc, int src, int tag, uint64_t cook
         if (!a) break;
         if (a->cookie != cookie) a = NULL;
     }
-    if (a) {
-        if (a->prev) a->prev->next = a->next;
-        else nc->anns = a->next;
-        if (a->next) a->next->prev = a->prev;
-    }
+    if (a) DL_DELETE(nc->anns, a);
     pthread_mutex_unlock(&node_lock);
     return a;
 }
