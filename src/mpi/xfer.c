@@ -86,7 +86,7 @@ int64_t gdte_xfer_frag_size(int64_t nbytes)
     int64_t f = gdte_knob(GDTE_KNOB_FRAG_SIZE);
     if (f > 0) return f;
     if (nbytes <= XFER_ONE_FRAG_MAX) return nbytes > 0 ? nbytes : 1;
-    /* About eight fragments per message, 256 KiB to 4 MiB each (DESIGN.md: 1-4 MiB typical;
+    /* About eight fragments per message, 256 KiB to 4 MiB each (Wu 2017, 4.3.2: 1-4 MiB typical;
      * smaller ones still hide the copy behind the kernel on mid-size faces). */
     f = nbytes / 8;
     if (f < 256 * 1024) f = 256 * 1024;

@@ -1,6 +1,6 @@
 /*
  * xfer.h: moving the packed stream of a device buffer to host memory and back, in fragments
- * so that packing and the device-host copy overlap (copy-in/copy-out protocol of DESIGN.md).
+ * so that packing and the device-host copy overlap (the copy-in/copy-out protocol, Wu 2017, 4.3.2).
  *
  * Device to host, for each fragment k (slot = k mod depth of a device ring):
  *   pack stream: [wait copy k-depth] pack k into ring[slot]  -> event packed[slot]

@@ -1,5 +1,5 @@
 /*
- * Copy-in/copy-out (seed 001, 4.3.2): fragments of F bytes go through staging on both sides,
+ * Copy-in/copy-out (Wu 2017, 4.3.2): fragments of F bytes go through staging on both sides,
  * moved by UCX active messages (UCX picks eager or rendezvous by size; a rendezvous lands
  * straight in the receiver's staging slot).
  *

@@ -1,5 +1,5 @@
 /*
- * RDMA within a node through GPU IPC (seed 001, 4.3.1), driven by the receiver (GET).
+ * RDMA within a node through GPU IPC (Wu 2017, 4.3.1), driven by the receiver (GET).
  *
  * Each sender exposes one device fragment ring per peer, made on the first RDMA offer to
  * that peer and exported once (its IPC handle rides in every RDMA-capable handshake, and the
@@ -36,7 +36,7 @@
 #define RDMA_FRAG_MIN (256 << 10)
 
 /* GDTE_RDMA_LOCAL_COPY matters across GPUs, where reading a peer's memory from the unpack
- * kernel is slower than one bulk copy (seed 001: 5-10%). On one GPU the ring already is local
+ * kernel can be slower than one bulk copy (remote reads in small pieces; not measured here). On one GPU the ring already is local
  * memory, and a copy would only add a third pass over the bytes to pack and unpack. */
 static int local_copy(const struct gdte_msg_req *req)
 {

@@ -1,5 +1,5 @@
 /*
- * The canonical form is what DESIGN.md claims: regular types (vectors of any size, nested
+ * The canonical form is what the design claims (Wu 2017, 4.2; docs/ARCHITECTURE.md): regular types (vectors of any size, nested
  * vectors, subarrays, indexed types with regular displacements, transposes) commit to a
  * CONTIG or STRIDED plan whose memory does not grow with the number of blocks; adjacent
  * blocks merge; only irregular types get DEV units, one per block of at most the unit size.
