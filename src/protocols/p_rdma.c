@@ -36,8 +36,9 @@
 #define RDMA_FRAG_MIN (256 << 10)
 
 /* GDTE_RDMA_LOCAL_COPY matters across GPUs, where reading a peer's memory from the unpack
- * kernel can be slower than one bulk copy (remote reads in small pieces; not measured here). On one GPU the ring already is local
- * memory, and a copy would only add a third pass over the bytes to pack and unpack. */
+ * kernel can be slower than one bulk copy (remote reads in small pieces; not measured here).
+ * On one GPU the ring already is local memory, and a copy would only add a third pass over
+ * the bytes to pack and unpack. */
 static int local_copy(const struct gdte_msg_req *req)
 {
     if (!gdte_knob(GDTE_KNOB_RDMA_LOCAL_COPY)) return 0;
