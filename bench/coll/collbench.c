@@ -28,6 +28,7 @@
  *        [--sizes-halo 128,256] [--sizes-bytes 1K,...,64M] [--iters N] [--warmup N]
  *        [--mpi-label L] [--csv FILE]
  */
+#include <getopt.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -592,15 +593,31 @@ int main(int argc, char **argv)
     long tsz[8] = {256, 512}, hsz[8] = {128, 256}, bsz[32];
     int nt = 2, nh = 2, nb = 0;
     for (long b = 1024; b <= (64L << 20); b *= 4) bsz[nb++] = b;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--bench") && i + 1 < argc) which = argv[++i];
-        else if (!strcmp(argv[i], "--sizes-transpose") && i + 1 < argc) nt = parse_list(argv[++i], tsz, 8);
-        else if (!strcmp(argv[i], "--sizes-halo") && i + 1 < argc) nh = parse_list(argv[++i], hsz, 8);
-        else if (!strcmp(argv[i], "--sizes-bytes") && i + 1 < argc) nb = parse_list(argv[++i], bsz, 32);
-        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--mpi-label") && i + 1 < argc) mpi_label = argv[++i];
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+    static const struct option opts[] = {
+        {"bench", required_argument, 0, 'b'},     {"sizes-transpose", required_argument, 0, 't'},
+        {"sizes-halo", required_argument, 0, 'H'}, {"sizes-bytes", required_argument, 0, 's'},
+        {"iters", required_argument, 0, 'i'},     {"warmup", required_argument, 0, 'w'},
+        {"mpi-label", required_argument, 0, 'L'}, {"csv", required_argument, 0, 'c'},
+        {0, 0, 0, 0}};
+    int o, bad = 0;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'b': which = optarg; break;
+        case 't': nt = parse_list(optarg, tsz, 8); break;
+        case 'H': nh = parse_list(optarg, hsz, 8); break;
+        case 's': nb = parse_list(optarg, bsz, 32); break;
+        case 'i': iters = atoi(optarg); break;
+        case 'w': warmup = atoi(optarg); break;
+        case 'L': mpi_label = optarg; break;
+        case 'c': csv_path = optarg; break;
+        default: bad = 1;
+        }
+    }
+    if (bad || optind < argc) {
+        if (rank == 0)
+            fprintf(stderr, "usage: collbench [--bench all|transpose|halo|allgather|bcast] [--sizes-transpose N,...] [--sizes-halo N,...]"
+                            " [--sizes-bytes B,...] [--iters N] [--warmup N] [--mpi-label L] [--csv FILE]\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (np > 64) {
         if (rank == 0) fprintf(stderr, "collbench: at most 64 ranks\n");
