@@ -218,6 +218,98 @@ static void f_improbe(F *src, F *tag, F *comm, F *flag, F *msg, F *status, F *ie
     ret(ierr, rc);
 }
 
+/* Probes, cancel and the communicator constructors: the node path wraps them (a probe that
+ * sees a marker reports its message's size; a node-path send is not cancelled; a new
+ * communicator gets its shadow), so the Fortran names must reach the same C shims. */
+static void f_probe(F *src, F *tag, F *comm, F *status, F *ierr)
+{
+    MPI_Status c, *cs = fstatus(status, &c);
+    int rc = MPI_Probe((int)*src, (int)*tag, CC(comm), cs);
+    status_out(rc, cs, status);
+    ret(ierr, rc);
+}
+
+static void f_iprobe(F *src, F *tag, F *comm, F *flag, F *status, F *ierr)
+{
+    MPI_Status c, *cs = fstatus(status, &c);
+    int fl = 0;
+    int rc = MPI_Iprobe((int)*src, (int)*tag, CC(comm), &fl, cs);
+    if (rc == MPI_SUCCESS) *flag = fl ? 1 : 0;
+    if (fl) status_out(rc, cs, status);
+    ret(ierr, rc);
+}
+
+static void f_cancel(F *req, F *ierr)
+{
+    MPI_Request r = MPI_Request_f2c(*req);
+    ret(ierr, MPI_Cancel(&r));
+}
+
+static void f_comm_dup(F *comm, F *newcomm, F *ierr)
+{
+    MPI_Comm n = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(CC(comm), &n);
+    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
+    ret(ierr, rc);
+}
+
+static void f_comm_split(F *comm, F *color, F *key, F *newcomm, F *ierr)
+{
+    MPI_Comm n = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(CC(comm), (int)*color, (int)*key, &n);
+    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
+    ret(ierr, rc);
+}
+
+static void f_comm_split_type(F *comm, F *type, F *key, F *info, F *newcomm, F *ierr)
+{
+    MPI_Comm n = MPI_COMM_NULL;
+    int rc = MPI_Comm_split_type(CC(comm), (int)*type, (int)*key, MPI_Info_f2c(*info), &n);
+    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
+    ret(ierr, rc);
+}
+
+static void f_comm_create(F *comm, F *group, F *newcomm, F *ierr)
+{
+    MPI_Comm n = MPI_COMM_NULL;
+    int rc = MPI_Comm_create(CC(comm), MPI_Group_f2c(*group), &n);
+    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
+    ret(ierr, rc);
+}
+
+static void f_cart_create(F *comm, F *ndims, F *dims, F *periods, F *reorder, F *newcomm, F *ierr)
+{
+    int nd = (int)*ndims;
+    int *d = malloc(sizeof(int) * (size_t)(nd > 0 ? 2 * nd : 1));
+    if (!d) {
+        ret(ierr, MPI_ERR_NO_MEM);
+        return;
+    }
+    for (int i = 0; i < nd; i++) d[i] = (int)dims[i], d[nd + i] = periods[i] != 0; /* LOGICAL: nonzero is true */
+    MPI_Comm n = MPI_COMM_NULL;
+    int rc = MPI_Cart_create(CC(comm), nd, d, d + nd, *reorder != 0, &n);
+    free(d);
+    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
+    ret(ierr, rc);
+}
+
+static void f_cart_sub(F *comm, F *remain, F *newcomm, F *ierr)
+{
+    int nd = 0;
+    MPI_Cartdim_get(CC(comm), &nd);
+    int *r = malloc(sizeof(int) * (size_t)(nd > 0 ? nd : 1));
+    if (!r) {
+        ret(ierr, MPI_ERR_NO_MEM);
+        return;
+    }
+    for (int i = 0; i < nd; i++) r[i] = remain[i] != 0;
+    MPI_Comm n = MPI_COMM_NULL;
+    int rc = MPI_Cart_sub(CC(comm), r, &n);
+    free(r);
+    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
+    ret(ierr, rc);
+}
+
 static void f_mrecv(void *buf, F *count, F *dt, F *msg, F *status, F *ierr)
 {
     MPI_Status c, *cs = fstatus(status, &c);
@@ -804,6 +896,9 @@ static void f_buffer_attach(void *buffer, F *size, F *ierr) { ret(ierr, MPI_Buff
     X(isend, ISEND) X(issend, ISSEND) X(ibsend, IBSEND) X(irsend, IRSEND) \
     X(recv, RECV) X(irecv, IRECV) X(sendrecv, SENDRECV) X(sendrecv_replace, SENDRECV_REPLACE) \
     X(mprobe, MPROBE) X(improbe, IMPROBE) X(mrecv, MRECV) X(imrecv, IMRECV) \
+    X(probe, PROBE) X(iprobe, IPROBE) X(cancel, CANCEL) X(comm_dup, COMM_DUP) X(comm_split, COMM_SPLIT) \
+    X(comm_split_type, COMM_SPLIT_TYPE) X(comm_create, COMM_CREATE) X(cart_create, CART_CREATE) \
+    X(cart_sub, CART_SUB) \
     X(send_init, SEND_INIT) X(ssend_init, SSEND_INIT) X(bsend_init, BSEND_INIT) X(rsend_init, RSEND_INIT) \
     X(recv_init, RECV_INIT) X(start, START) X(startall, STARTALL) \
     X(wait, WAIT) X(test, TEST) X(waitall, WAITALL) X(testall, TESTALL) X(waitany, WAITANY) X(testany, TESTANY) \
