@@ -148,6 +148,7 @@ typedef struct isend {
     struct isend *next;
 } isend_t;
 static isend_t *isends;
+static _Atomic int isends_n; /* its length, read without the lock */
 
 static void isends_reap(int block)
 {
@@ -159,6 +160,7 @@ static void isends_reap(int block)
         else PMPI_Test(&e->req, &flag, MPI_STATUS_IGNORE);
         if (flag) {
             LL_DELETE(isends, e);
+            isends_n--;
             free(e->buf);
             free(e);
         }
@@ -183,6 +185,7 @@ static int isend_owned(void *buf, int n, int dest, int tag, MPI_Comm comm)
     e->buf = buf;
     pthread_mutex_lock(&node_lock);
     LL_PREPEND(isends, e);
+    isends_n++;
     pthread_mutex_unlock(&node_lock);
     return MPI_SUCCESS;
 }
@@ -574,6 +577,7 @@ typedef struct node_send {
     struct node_send *next;
 } node_send_t;
 static node_send_t *pending; /* under send_lock (taken before node_lock, never after) */
+static _Atomic int pending_n; /* its length, read without the lock */
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 static gdte_status_t ensure_stream(void);
 
@@ -589,7 +593,11 @@ static void send_done(node_send_t *s)
     s->done = 1;
 }
 
-static void pending_unlink(node_send_t *s) { LL_DELETE(pending, s); }
+static void pending_unlink(node_send_t *s)
+{
+    LL_DELETE(pending, s);
+    pending_n--;
+}
 
 static void send_fini(gdte_ipo_req_t *r)
 {
@@ -671,7 +679,7 @@ static int detach(node_send_t *s)
  * DETACH_NS (or at once, `all`) are detached. */
 static void sends_progress(int all)
 {
-    if (!pending) return;
+    if (!atomic_load_explicit(&pending_n, memory_order_relaxed)) return;
     int64_t now = now_ns();
     pthread_mutex_lock(&send_lock);
     for (node_send_t *s = pending, *next; s; s = next) {
@@ -694,7 +702,13 @@ static void sends_progress(int all)
     pthread_mutex_unlock(&send_lock);
 }
 
-void gdte_ipo_node_sends_progress(void) { sends_progress(0); }
+void gdte_ipo_node_sends_progress(void)
+{
+    /* Internal sends (FINs, announcements) complete in the MPI's time; a process that only
+     * receives must reap them here too, or their requests pile up. */
+    if (atomic_load_explicit(&isends_n, memory_order_relaxed)) isends_reap(0);
+    sends_progress(0);
+}
 
 /* MPI_Finalize: every send's receiver has finished (a receive must complete before its
  * process finalizes, inside a call that finishes markers); then nothing of ours is read. */
@@ -1008,6 +1022,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     }
     pthread_mutex_lock(&send_lock);
     LL_PREPEND(pending, s);
+    pending_n++;
     /* A packed copy is the sender's own: the send completes now, as an eager one would. */
     if (s->stage && !s->sync) (void)detach(s);
     pthread_mutex_unlock(&send_lock);
