@@ -243,6 +243,22 @@ static void run_transpose(int m, row_t *dev_row, row_t *host_row)
     free(back);
 }
 
+/* Over both ranks: {device messages staged through the MPI, device messages sent GPU to GPU}. */
+static void counters(long long c[2])
+{
+    long long mine[2] = {gdte_mpi_counter ? (long long)gdte_mpi_counter("sends") : 0,
+                         gdte_mpi_counter ? (long long)gdte_mpi_counter("node_sends") : 0};
+    MPI_Allreduce(mine, c, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static const char *device_path(int interposed, int use_gpu, long long staged, long long node)
+{
+    if (!interposed) return "MPI only (not gdte)";
+    if (node > 0 && staged > 0) return use_gpu ? "gdte: GPU to GPU + staged MPI" : "gdte: node path + staged MPI";
+    if (node > 0) return use_gpu ? "gdte: GPU to GPU (node path)" : "gdte: host backend, node path";
+    return use_gpu ? "gdte: GPU pack, staged MPI" : "gdte: host pack, staged MPI";
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -267,17 +283,20 @@ int main(int argc, char **argv)
         die("no GPU and no gdte interposer: run under mpirun -x LD_PRELOAD=/full/path/libgdte_mpi.so -x GDTE_FAKE_DEVICE=1");
     row_t rows[4] = {{"halo3d 2x1x1", NULL, NULL, 0, 0, 0}, {"halo3d 2x1x1", NULL, NULL, 0, 0, 0},
                      {"transpose ping-pong", NULL, NULL, 0, 0, 0}, {"transpose ping-pong", NULL, NULL, 0, 0, 0}};
-    int64_t sends0 = gdte_mpi_counter ? gdte_mpi_counter("sends") : 0;
+    /* What carried each device row, from gdte's counters over both ranks: messages sent GPU to
+     * GPU within the node (node_sends) and messages staged through the MPI (sends). */
+    long long c0[2], c1[2], c2[2], all_staged = 0;
+    counters(c0);
     run_halo(n, nranks, &rows[0], &rows[1]);
+    counters(c1);
     run_transpose(m, &rows[2], &rows[3]);
+    counters(c2);
+    rows[0].path = device_path(interposed, use_gpu, c1[0] - c0[0], c1[1] - c0[1]);
+    rows[2].path = device_path(interposed, use_gpu, c2[0] - c1[0], c2[1] - c1[1]);
     /* Proof that gdte carried the device-buffer messages, not the MPI alone. */
-    long long staged = gdte_mpi_counter ? (long long)(gdte_mpi_counter("sends") - sends0) : 0, all_staged;
-    MPI_Allreduce(&staged, &all_staged, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    const char *devpath = interposed ? (use_gpu ? "gdte: GPU pack, staged MPI" : "gdte: host pack, staged MPI")
-                                     : "MPI only (not gdte)";
+    all_staged = (c2[0] - c0[0]) + (c2[1] - c0[1]);
     rows[0].memory = rows[2].memory = device_memory;
     rows[1].memory = rows[3].memory = "host memory";
-    rows[0].path = rows[2].path = devpath;
     rows[1].path = rows[3].path = "plain MPI (reference)";
     if (rank == 0) {
         printf("\ngdte demo: 2 ranks; halo grid %d^3 doubles per rank, transpose %dx%d doubles\n", n, m, m);
