@@ -59,10 +59,14 @@ static void host_clear(uintptr_t b, uintptr_t e)
 
 /* The kind of `ptr`, and in *end_p the end of the region known to share it: the whole
  * allocation for a cached device or managed range, the page for pageable host memory, else the
- * byte itself. */
-static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *end_p)
+ * byte itself. For device and managed memory also the allocation: *base_p its first byte (0
+ * when the runtime gave no range) and *id_p its unique id (0 without the id query). */
+static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *end_p, uintptr_t *base_p,
+                           uint64_t *id_p)
 {
     uintptr_t p = (uintptr_t)ptr;
+    *base_p = 0;
+    *id_p = 0;
     uintptr_t page_end = ((p >> HOST_PAGE_SHIFT) + 1) << HOST_PAGE_SHIFT;
     *end_p = p + 1;
     if (!gdte_gpu_available() || !ptr) {
@@ -111,6 +115,8 @@ static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *
         if (!validated || c.id == id) {
             *info_p = c.info;
             *end_p = c.r.hi;
+            *base_p = c.r.lo;
+            *id_p = c.id;
             n_hits++;
             return GDTE_OK;
         }
@@ -131,6 +137,8 @@ static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *
              * is just not cached. */
             cached_t n = {{(uintptr_t)base, (uintptr_t)base + size, 0}, validated ? id : 0, in};
             (void)gdte_ranges_insert(&ranges, &n, GDTE_RANGES_REPLACE);
+            *base_p = (uintptr_t)base;
+            *id_p = n.id;
         }
     } else if (in.kind == GDTE_MEM_HOST && !validated && gdte_gpu_unmap_epoch() == epoch) {
         /* Only if nothing was released or registered while the runtime was asked. */
@@ -143,21 +151,34 @@ static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *
 GDTE_API gdte_status_t gdte_mem_query(const void *ptr, gdte_mem_info_t *info_p)
 {
     if (!info_p) return GDTE_ERR_INVALID_ARG;
-    uintptr_t end;
-    return query(ptr, info_p, &end);
+    uintptr_t end, base;
+    uint64_t id;
+    return query(ptr, info_p, &end, &base, &id);
+}
+
+gdte_status_t gdte_mem_query_alloc(const void *ptr, void **base_p, uint64_t *id_p)
+{
+    gdte_mem_info_t info;
+    uintptr_t end, base;
+    gdte_status_t st = query(ptr, &info, &end, &base, id_p);
+    if (st != GDTE_OK) return st;
+    if ((info.kind != GDTE_MEM_DEVICE && info.kind != GDTE_MEM_MANAGED) || !base) return GDTE_ERR_MEMORY_KIND;
+    *base_p = (void *)base;
+    return GDTE_OK;
 }
 
 gdte_status_t gdte_mem_query_span(const void *first, const void *last, gdte_mem_info_t *first_p,
                                   gdte_mem_info_t *last_p)
 {
-    uintptr_t end;
-    gdte_status_t st = query(first, first_p, &end);
+    uintptr_t end, base;
+    uint64_t id;
+    gdte_status_t st = query(first, first_p, &end, &base, &id);
     if (st != GDTE_OK) return st;
     if ((uintptr_t)last >= (uintptr_t)first && (uintptr_t)last < end) {
         *last_p = *first_p; /* one allocation (or one pageable page): no second lookup */
         return GDTE_OK;
     }
-    return query(last, last_p, &end);
+    return query(last, last_p, &end, &base, &id);
 }
 
 void gdte_memquery_forget(const void *ptr, size_t size)

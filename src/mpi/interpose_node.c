@@ -49,6 +49,7 @@
 #include "engine/engine.h"
 #include "gpu/gpu.h"
 #include "kernels/kernels.h"
+#include "kernels/memquery.h"
 #include "util/util.h"
 #include <utlist.h>
 
@@ -141,14 +142,31 @@ static int *slot_stack, slot_top;
 static char shm_name[64];
 static int64_t *peer_active; /* per world rank: when a send of ours was last seen taken there */
 
-/* ---- internal sends (announcements, markers, FINs): buffers freed when the MPI is done ---- */
+/* ---- internal sends (announcements, markers, FINs) ----
+ * A record per send, its bytes inline, back on a free list when the MPI is done with it: the
+ * node path's per-message sends allocate nothing in steady state. */
 typedef struct isend {
     MPI_Request req;
-    void *buf;
     struct isend *next;
+    union {
+        mark_t mk;
+        unsigned char b[ANN_MAX];
+    } u;
 } isend_t;
-static isend_t *isends;
-static _Atomic int isends_n; /* its length, read without the lock */
+static isend_t *isends, *isend_free;
+static int isend_nfree;
+static _Atomic int isends_n; /* in flight, read without the lock */
+#define ISEND_KEEP 256       /* free records kept */
+
+static void isend_put(isend_t *e) /* under node_lock */
+{
+    if (isend_nfree < ISEND_KEEP) {
+        LL_PREPEND(isend_free, e);
+        isend_nfree++;
+    } else {
+        free(e);
+    }
+}
 
 static void isends_reap(int block)
 {
@@ -161,33 +179,50 @@ static void isends_reap(int block)
         if (flag) {
             LL_DELETE(isends, e);
             isends_n--;
-            free(e->buf);
-            free(e);
+            isend_put(e);
         }
+    }
+    if (block) {
+        LL_FOREACH_SAFE(isend_free, e, tmp) free(e);
+        isend_free = NULL;
+        isend_nfree = 0;
     }
     pthread_mutex_unlock(&node_lock);
 }
 
-/* Send `n` bytes of `buf` (taken over: freed when sent) to `dest` of `comm`, in the background. */
-static int isend_owned(void *buf, int n, int dest, int tag, MPI_Comm comm)
+/* A record to fill (its bytes in e->u); NULL when out of memory. */
+static isend_t *isend_get(void)
 {
-    isend_t *e = malloc(sizeof *e);
-    if (!e) {
-        free(buf);
-        return MPI_ERR_NO_MEM;
-    }
-    int rc = PMPI_Isend(buf, n, MPI_BYTE, dest, tag, comm, &e->req);
-    if (rc != MPI_SUCCESS) {
-        free(buf);
-        free(e);
-        return rc;
-    }
-    e->buf = buf;
     pthread_mutex_lock(&node_lock);
-    LL_PREPEND(isends, e);
-    isends_n++;
+    isend_t *e = isend_free;
+    if (e) {
+        LL_DELETE(isend_free, e);
+        isend_nfree--;
+    }
     pthread_mutex_unlock(&node_lock);
-    return MPI_SUCCESS;
+    return e ? e : malloc(sizeof *e);
+}
+
+/* Send the first `n` bytes of e->u to `dest` of `comm` in the background; `e` is the list's. */
+static int isend_post(isend_t *e, int n, int dest, int tag, MPI_Comm comm)
+{
+    int rc = PMPI_Isend(e->u.b, n, MPI_BYTE, dest, tag, comm, &e->req);
+    pthread_mutex_lock(&node_lock);
+    if (rc != MPI_SUCCESS) {
+        isend_put(e);
+    } else {
+        LL_PREPEND(isends, e);
+        isends_n++;
+    }
+    pthread_mutex_unlock(&node_lock);
+    return rc;
+}
+
+/* A zero-byte FIN to `dest` (tag `tag` of the private communicator). */
+static int send_fin(int dest, int tag)
+{
+    isend_t *e = isend_get();
+    return e ? isend_post(e, 0, dest, tag, fin_comm) : MPI_ERR_NO_MEM;
 }
 
 /* ---- communicators ---- */
@@ -474,6 +509,7 @@ int gdte_ipo_node_init(void)
 }
 
 static void sends_drain(void);
+static void recycled_free(void);
 
 void gdte_ipo_node_finalize(void)
 {
@@ -497,6 +533,7 @@ void gdte_ipo_node_finalize(void)
     my_slots = NULL;
     free(slot_stack);
     slot_stack = NULL;
+    recycled_free();
 }
 
 /* ---- the sender ---- */
@@ -514,11 +551,10 @@ static export_ent_t *exports;
 static gdte_status_t export_ptr(const void *p, gdte_gpu_ipc_handle_t *h, int64_t *offset, uint64_t *rbase)
 {
     void *base = NULL;
-    size_t size = 0;
     uint64_t id = 0;
-    gdte_status_t st = gdte_gpu_mem_range(p, &base, &size);
+    /* The allocation from the memory-kind cache (one id query, no range query per message). */
+    gdte_status_t st = gdte_mem_query_alloc(p, &base, &id);
     if (st != GDTE_OK) return st;
-    (void)gdte_gpu_buffer_id(p, &id);
     *offset = (int64_t)((uintptr_t)p - (uintptr_t)base);
     *rbase = (uint64_t)(uintptr_t)base;
     uintptr_t b = (uintptr_t)base;
@@ -556,13 +592,12 @@ static int64_t now_ns(void)
 }
 
 /* The sender's state until the receiver is done with the data. It outlives the application's
- * request when the send was detached: kept on `pending` until its word reads DONE. */
+ * request when the send was detached: kept on `pending` until its word reads DONE. The marker
+ * sent is kept in it: its slot, posted word, FIN tag, size and the shape the receiver reads. */
 typedef struct node_send {
+    mark_t mk;
     gdte_stage_t *stage;  /* a packed copy the receiver reads (irregular layouts, or detached) */
     gdte_type_h type;
-    int slot;
-    uint64_t word;        /* the word's value while posted */
-    int fin_tag;
     int sync;             /* synchronous mode: completes only when the receiver has the data */
     int detached;         /* the application's request was completed by the sender itself */
     int no_detach;        /* a detach was tried and could not be done */
@@ -570,26 +605,50 @@ typedef struct node_send {
     int done;             /* the receiver has finished: staging released, word free */
     int fake;
     int peer;             /* the receiver's rank in MPI_COMM_WORLD */
-    int64_t t0, nbytes;
-    const void *first;    /* the data the marker names (the user's layout, or `stage`) */
-    int shape;
-    int64_t rows, width, pitch;
+    int64_t t0;
     struct node_send *next;
 } node_send_t;
-static node_send_t *pending; /* under send_lock (taken before node_lock, never after) */
+static node_send_t *pending, *send_free; /* under send_lock (taken before node_lock, never after) */
+static int send_nfree;
 static _Atomic int pending_n; /* its length, read without the lock */
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 static gdte_status_t ensure_stream(void);
 
-/* Under send_lock: the receiver has finished with `s` (its word reads DONE). */
+/* Records recycled like the internal sends': nothing allocated per message in steady state. */
+static node_send_t *send_get(void)
+{
+    pthread_mutex_lock(&send_lock);
+    node_send_t *s = send_free;
+    if (s) {
+        LL_DELETE(send_free, s);
+        send_nfree--;
+    }
+    pthread_mutex_unlock(&send_lock);
+    if (!s) s = malloc(sizeof *s);
+    if (s) memset(s, 0, sizeof *s);
+    return s;
+}
+
+static void send_put(node_send_t *s) /* under send_lock */
+{
+    if (send_nfree < ISEND_KEEP) {
+        LL_PREPEND(send_free, s);
+        send_nfree++;
+    } else {
+        free(s);
+    }
+}
+
+/* Under send_lock: the receiver has finished with `s` (its word reads DONE), or the marker was
+ * never sent. */
 static void send_done(node_send_t *s)
 {
     if (s->stage) gdte_stage_release(s->stage);
     s->stage = NULL;
     if (s->type) gdte_type_release(s->type);
     s->type = NULL;
-    atomic_store_explicit(&my_slots[s->slot].word, W_GEN(s->word) | W_FREE, memory_order_relaxed);
-    slot_stack[slot_top++] = s->slot;
+    atomic_store_explicit(&my_slots[s->mk.slot].word, W_GEN(s->mk.word) | W_FREE, memory_order_relaxed);
+    slot_stack[slot_top++] = s->mk.slot;
     s->done = 1;
 }
 
@@ -599,6 +658,11 @@ static void pending_unlink(node_send_t *s)
     pending_n--;
 }
 
+static unsigned word_state(const node_send_t *s)
+{
+    return W_STATE(atomic_load_explicit(&my_slots[s->mk.slot].word, memory_order_acquire));
+}
+
 static void send_fini(gdte_ipo_req_t *r)
 {
     node_send_t *s = r->ctx;
@@ -606,59 +670,62 @@ static void send_fini(gdte_ipo_req_t *r)
     if (!s) return;
     pthread_mutex_lock(&send_lock);
     s->req_gone = 1;
-    if (!s->done && W_STATE(atomic_load_explicit(&my_slots[s->slot].word, memory_order_acquire)) == W_DONE)
-        send_done(s);
+    if (!s->done && word_state(s) == W_DONE) send_done(s);
     if (s->done) {
         pending_unlink(s);
-        free(s);
+        send_put(s);
     }
     pthread_mutex_unlock(&send_lock);
 }
 
-/* Under send_lock: copy the data the marker names into staging of our own, publish where,
- * and take the word from the receiver if it has not claimed it. 1 when detached. */
+/* The first `n` bytes of the data a marker names (dense, or rows of one stride) at `src`, to
+ * `dst` contiguous: on `stream` (device memory) or at once (host memory: the fake device). */
+static gdte_status_t copy_shape(void *dst, const char *src, const mark_t *mk, int64_t n, int host, gdte_stream_t stream)
+{
+    if (mk->shape == SHAPE_CONTIG) {
+        if (host) return memcpy(dst, src, (size_t)n), GDTE_OK;
+        return gdte_gpu_memcpy_async(dst, src, (size_t)n, stream);
+    }
+    int64_t full = n / mk->width, rest = n % mk->width;
+    gdte_status_t st = GDTE_OK;
+    if (host) {
+        for (int64_t row = 0; row < full; row++)
+            memcpy((char *)dst + row * mk->width, src + row * mk->pitch, (size_t)mk->width);
+    } else if (full) {
+        st = gdte_gpu_memcpy2d_async(dst, (size_t)mk->width, src, (size_t)mk->pitch, (size_t)mk->width, (size_t)full,
+                                     stream);
+    }
+    if (st == GDTE_OK && rest) {
+        if (host) memcpy((char *)dst + full * mk->width, src + full * mk->pitch, (size_t)rest);
+        else st = gdte_gpu_memcpy_async((char *)dst + full * mk->width, src + full * mk->pitch, (size_t)rest, stream);
+    }
+    return st;
+}
+
+/* Under send_lock: copy the data the marker names into staging of our own (unless it already
+ * is a packed copy of ours), publish where, and take the word from the receiver if it has not
+ * claimed it. 1 when detached. */
 static int detach(node_send_t *s)
 {
     gdte_stage_t *cp = NULL;
-    gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_DEVICE, s->fake, (size_t)s->nbytes, &cp);
-    if (st == GDTE_OK && s->stage) {
-        /* Already a packed copy: the receiver may read it where it is. */
-        gdte_stage_release(cp);
-        cp = NULL;
-    } else if (st == GDTE_OK && s->fake) {
-        for (int64_t done = 0, row = 0; done < s->nbytes; row++) {
-            int64_t w = s->shape == SHAPE_CONTIG ? s->nbytes : (s->width < s->nbytes - done ? s->width : s->nbytes - done);
-            memcpy((char *)cp->ptr + done, (const char *)s->first + row * s->pitch, (size_t)w);
-            done += w;
-        }
-    } else if (st == GDTE_OK) {
-        if ((st = ensure_stream()) == GDTE_OK) {
-            if (s->shape == SHAPE_CONTIG) {
-                st = gdte_gpu_memcpy_async(cp->ptr, s->first, (size_t)s->nbytes, node_stream);
-            } else {
-                int64_t full = s->nbytes / s->width, rest = s->nbytes % s->width;
-                if (full)
-                    st = gdte_gpu_memcpy2d_async(cp->ptr, (size_t)s->width, s->first, (size_t)s->pitch,
-                                                 (size_t)s->width, (size_t)full, node_stream);
-                if (st == GDTE_OK && rest)
-                    st = gdte_gpu_memcpy_async((char *)cp->ptr + full * s->width,
-                                               (const char *)s->first + full * s->pitch, (size_t)rest, node_stream);
-            }
-            gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
-            if (st == GDTE_OK) st = s2;
-        }
+    gdte_status_t st = GDTE_OK;
+    if (!s->stage) {
+        st = gdte_stage_acquire(GDTE_STAGE_DEVICE, s->fake, (size_t)s->mk.nbytes, &cp);
+        if (st == GDTE_OK && !s->fake) st = ensure_stream();
+        if (st == GDTE_OK)
+            st = copy_shape(cp->ptr, (const char *)(uintptr_t)s->mk.addr, &s->mk, s->mk.nbytes, s->fake, node_stream);
+        if (st == GDTE_OK && !s->fake) st = gdte_gpu_stream_synchronize(node_stream);
     }
-    slot_t *sl = &my_slots[s->slot];
+    slot_t *sl = &my_slots[s->mk.slot];
     const void *at = cp ? cp->ptr : s->stage ? s->stage->ptr : NULL;
     if (st == GDTE_OK && !at) st = GDTE_ERR_INTERNAL;
     if (st == GDTE_OK) {
         sl->addr = (uint64_t)(uintptr_t)at;
         if (!s->fake) st = export_ptr(at, &sl->handle, &sl->offset, &sl->rbase);
     }
-    uint64_t want = s->word;
-    if (st != GDTE_OK ||
-        !atomic_compare_exchange_strong_explicit(&sl->word, &want, W_GEN(s->word) | W_DETACHED, memory_order_acq_rel,
-                                                 memory_order_acquire)) {
+    uint64_t want = s->mk.word;
+    if (st != GDTE_OK || !atomic_compare_exchange_strong_explicit(&sl->word, &want, W_GEN(s->mk.word) | W_DETACHED,
+                                                                  memory_order_acq_rel, memory_order_acquire)) {
         /* The receiver has it (it finishes inside a gdte call it is in now), or no copy. */
         if (cp) gdte_stage_release(cp);
         if (st != GDTE_OK) s->no_detach = 1;
@@ -667,11 +734,10 @@ static int detach(node_send_t *s)
     if (cp) s->stage = cp;
     s->detached = 1;
     /* The application's request is the FIN receive: this process answers it itself. */
-    void *none = malloc(1);
-    if (none) isend_owned(none, 0, world_rank, s->fin_tag, fin_comm);
+    (void)send_fin(world_rank, s->mk.fin_tag);
     gdte_ipo_cnt_g.node_detached++;
-    gdte_debug("node path: a send of %lld bytes to rank %d detached after %.3f ms (%s)", (long long)s->nbytes, s->peer,
-               (double)(now_ns() - s->t0) / 1e6, cp ? "copied" : "its packed copy");
+    gdte_debug("node path: a send of %lld bytes to rank %d detached after %.3f ms (%s)", (long long)s->mk.nbytes,
+               s->peer, (double)(now_ns() - s->t0) / 1e6, cp ? "copied" : "its packed copy");
     return 1;
 }
 
@@ -684,13 +750,13 @@ static void sends_progress(int all)
     pthread_mutex_lock(&send_lock);
     for (node_send_t *s = pending, *next; s; s = next) {
         next = s->next;
-        unsigned w = s->done ? W_FREE : W_STATE(atomic_load_explicit(&my_slots[s->slot].word, memory_order_acquire));
+        unsigned w = s->done ? W_FREE : word_state(s);
         if (w == W_CLAIMED || w == W_DONE) peer_active[s->peer] = now;
         if (w == W_DONE) send_done(s);
         if (s->done) {
             if (s->req_gone) {
                 pending_unlink(s);
-                free(s);
+                send_put(s);
             }
             continue;
         }
@@ -747,13 +813,12 @@ static void free_ctx(gdte_ipo_req_t *r)
 
 static int post_announcement(node_comm_t *nc, int dest, int tag, uint64_t cookie, int64_t nbytes, const void *inl)
 {
-    int n = (int)sizeof(ann_hdr_t) + (inl ? GDTE_IPO_MARK_BYTES : 0);
-    unsigned char *b = malloc((size_t)n);
-    if (!b) return MPI_ERR_NO_MEM;
+    isend_t *e = isend_get();
+    if (!e) return MPI_ERR_NO_MEM;
     ann_hdr_t h = {cookie, nbytes};
-    memcpy(b, &h, sizeof h);
-    if (inl) memcpy(b + sizeof h, inl, GDTE_IPO_MARK_BYTES);
-    return isend_owned(b, n, dest, tag, nc->shadow);
+    memcpy(e->u.b, &h, sizeof h);
+    if (inl) memcpy(e->u.b + sizeof h, inl, GDTE_IPO_MARK_BYTES);
+    return isend_post(e, (int)sizeof(ann_hdr_t) + (inl ? GDTE_IPO_MARK_BYTES : 0), dest, tag, nc->shadow);
 }
 
 static int next_mark_send(gdte_ipo_mode_t m, const void *b, int dest, int tag, MPI_Comm c, MPI_Request *req)
@@ -938,26 +1003,22 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     if (mode == GDTE_IPO_BUFFERED || nbytes < GDTE_IPO_MARK_BYTES) return 0;
     if (ipc_min ? nbytes < ipc_min : (!fake && gdte_xfer_copy_engine_fits(type, count, nbytes))) return 0;
 
-    isends_reap(0);
-    sends_progress(0);
-    node_send_t *s = calloc(1, sizeof *s);
-    mark_t *mk = calloc(1, sizeof *mk);
-    gdte_ipo_req_t *r = gdte_ipo_req_new();
-    if (!s || !mk || !r) {
+    gdte_ipo_node_sends_progress();
+    node_send_t *s = send_get();
+    gdte_ipo_req_t *r = s ? gdte_ipo_req_new() : NULL;
+    if (!r) {
         free(s);
-        free(mk);
-        if (r) gdte_ipo_req_destroy(r);
         *rc_p = gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
         return 1;
     }
+    mark_t *mk = &s->mk;
     pthread_mutex_lock(&send_lock);
-    s->slot = slot_top ? slot_stack[--slot_top] : -1;
+    mk->slot = slot_top ? slot_stack[--slot_top] : -1;
     pthread_mutex_unlock(&send_lock);
-    if (s->slot < 0) {
+    if (mk->slot < 0) {
         /* Every completion word in use (that many sends in flight): the MPI_PACKED path, which
          * the MPI orders with the markers on the same envelope. */
         free(s);
-        free(mk);
         gdte_ipo_req_destroy(r);
         return 0;
     }
@@ -976,6 +1037,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         }
     }
     uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
+    mk->word = W_GEN(atomic_load_explicit(&my_slots[mk->slot].word, memory_order_relaxed)) + 0x100 + W_POSTED;
     if (st == GDTE_OK) {
         mk->magic = MARK_MAGIC;
         mk->cookie = cookie;
@@ -984,38 +1046,32 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         mk->fin_tag = (int)(1 + cookie % (uint64_t)(tag_ub > 1 ? tag_ub - 1 : 1));
         mk->pid = (int64_t)getpid();
         mk->addr = (uint64_t)(uintptr_t)first;
-        mk->slot = s->slot;
-        mk->word = W_GEN(atomic_load_explicit(&my_slots[s->slot].word, memory_order_relaxed)) + 0x100 + W_POSTED;
-        atomic_store_explicit(&my_slots[s->slot].word, mk->word, memory_order_release);
+        atomic_store_explicit(&my_slots[mk->slot].word, mk->word, memory_order_release);
         gdte_type_retain(type);
         s->type = type;
-        s->word = mk->word;
-        s->fin_tag = mk->fin_tag;
         s->sync = mode == GDTE_IPO_SYNC;
         s->fake = fake;
         s->peer = nc->world[dest];
         s->t0 = now_ns();
-        s->nbytes = nbytes;
-        s->first = first;
-        s->shape = mk->shape;
-        s->rows = mk->rows;
-        s->width = mk->width;
-        s->pitch = mk->pitch;
     }
     /* The FIN receive is the application's request: it completes when the receiver has copied
      * the data, or when this process detached the send (it answers itself then). */
     MPI_Request fin = MPI_REQUEST_NULL;
+    isend_t *e = NULL;
     int rc = st == GDTE_OK ? MPI_SUCCESS : gdte_ipo_fail(comm, fn, st);
     if (rc == MPI_SUCCESS) rc = PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, mk->fin_tag, fin_comm, &fin);
     if (rc == MPI_SUCCESS) rc = post_announcement(nc, dest, tag, cookie, nbytes, NULL);
-    if (rc == MPI_SUCCESS) rc = isend_owned(mk, GDTE_IPO_MARK_BYTES, dest, tag, comm), mk = NULL;
+    if (rc == MPI_SUCCESS) rc = (e = isend_get()) ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS) {
+        e->u.mk = *mk;
+        rc = isend_post(e, GDTE_IPO_MARK_BYTES, dest, tag, comm);
+    }
     if (rc != MPI_SUCCESS) {
-        free(mk);
         if (fin != MPI_REQUEST_NULL) PMPI_Cancel(&fin), PMPI_Request_free(&fin);
         pthread_mutex_lock(&send_lock);
         send_done(s);
+        send_put(s);
         pthread_mutex_unlock(&send_lock);
-        free(s);
         gdte_ipo_req_destroy(r);
         *rc_p = rc;
         return 1;
@@ -1055,13 +1111,42 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
 /* ---- the receiver ---- */
 /* The announcement of `cookie` from `src` (tag `tag`), waited for on the shadow (it was sent
  * before its marker). Unlinked and returned; the caller frees it. */
+static ann_t *ann_free;
+static int ann_nfree;
+
+/* Announcements are recycled too (node_lock held for the list). */
+static void ann_put_locked(ann_t *a)
+{
+    if (ann_nfree < ISEND_KEEP) {
+        LL_PREPEND(ann_free, a);
+        ann_nfree++;
+    } else {
+        free(a);
+    }
+}
+
+static void ann_put(ann_t *a)
+{
+    if (!a) return;
+    pthread_mutex_lock(&node_lock);
+    ann_put_locked(a);
+    pthread_mutex_unlock(&node_lock);
+}
+
+/* Under node_lock. */
 static ann_t *ann_fetch(node_comm_t *nc, int src, int tag)
 {
-    ann_t *a = calloc(1, sizeof *a);
+    ann_t *a = ann_free;
+    if (a) {
+        LL_DELETE(ann_free, a);
+        ann_nfree--;
+    } else {
+        a = malloc(sizeof *a);
+    }
     unsigned char buf[ANN_MAX];
     MPI_Status st;
     if (!a || PMPI_Recv(buf, ANN_MAX, MPI_BYTE, src, tag, nc->shadow, &st) != MPI_SUCCESS) {
-        free(a);
+        if (a) ann_put_locked(a);
         return NULL;
     }
     ann_hdr_t h;
@@ -1093,6 +1178,20 @@ static ann_t *take_announcement(node_comm_t *nc, int src, int tag, uint64_t cook
     if (a) DL_DELETE(nc->anns, a);
     pthread_mutex_unlock(&node_lock);
     return a;
+}
+
+/* MPI_Finalize: the recycled records go (sends still in flight stay on `pending`: their
+ * receivers may still read what they name). */
+static void recycled_free(void)
+{
+    node_send_t *x, *xt;
+    LL_FOREACH_SAFE(send_free, x, xt) free(x);
+    send_free = NULL;
+    send_nfree = 0;
+    ann_t *y, *yt;
+    LL_FOREACH_SAFE(ann_free, y, yt) free(y);
+    ann_free = NULL;
+    ann_nfree = 0;
 }
 
 /* Mapped peer allocations, by (peer, the allocation's base address there). A handle that
@@ -1195,8 +1294,7 @@ static _Thread_local int batch_n, batch_cap;
 static void finish_word(slot_t *sl, uint64_t word, int peer, int fin_tag, int detached)
 {
     atomic_store_explicit(&sl->word, W_GEN(word) | W_DONE, memory_order_release);
-    void *none = detached ? NULL : malloc(1);
-    if (none) isend_owned(none, 0, peer, fin_tag, fin_comm);
+    if (!detached) (void)send_fin(peer, fin_tag);
 }
 
 void gdte_ipo_node_batch_begin(void) { batch_depth++; }
@@ -1294,17 +1392,7 @@ static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user
     /* A host receive of a device message: the packed bytes through pinned staging. */
     gdte_stage_t *h = NULL;
     if ((st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)n, &h)) != GDTE_OK) return st;
-    if (mk->shape == SHAPE_CONTIG) {
-        st = gdte_gpu_memcpy_async(h->ptr, remote, (size_t)n, node_stream);
-    } else {
-        int64_t full = n / mk->width, rest = n % mk->width;
-        st = full ? gdte_gpu_memcpy2d_async(h->ptr, (size_t)mk->width, remote, (size_t)mk->pitch, (size_t)mk->width,
-                                            (size_t)full, node_stream)
-                  : GDTE_OK;
-        if (st == GDTE_OK && rest)
-            st = gdte_gpu_memcpy_async((char *)h->ptr + full * mk->width, remote + full * mk->pitch, (size_t)rest,
-                                       node_stream);
-    }
+    st = copy_shape(h->ptr, remote, mk, n, 0, node_stream);
     gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
     if (st == GDTE_OK) st = s2;
     if (st == GDTE_OK) {
@@ -1403,7 +1491,7 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
         }
         if (kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.node_recvs++; /* device receives, as `recvs` */
     }
-    free(a);
+    ann_put(a);
     if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
     gdte_ipo_cnt_g.bytes_unpacked += n;
     /* The status the message would have had: its size in the user's type, truncation when the
