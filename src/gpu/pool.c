@@ -8,10 +8,10 @@
 #include "pool.h"
 #include "util/util.h"
 
-/* The free list of a buffer: host, device, or host memory standing in for the device. */
+/* The free list of a buffer: host, device, host memory standing in for the device, pageable. */
 static int list_of(gdte_gpu_pool_kind_t kind, int fake)
 {
-    return kind == GDTE_GPU_POOL_HOST ? 0 : (fake ? 2 : 1);
+    return kind == GDTE_GPU_POOL_PAGEABLE ? 3 : kind == GDTE_GPU_POOL_HOST ? 0 : (fake ? 2 : 1);
 }
 
 static int log2_ceil(size_t size)
@@ -71,7 +71,8 @@ static gdte_status_t sys_alloc(const gdte_gpu_pool_t *pool, gdte_gpu_pool_buf_t 
     if (on_device(b)) return gdte_gpu_malloc(&b->ptr, b->size);
     /* Host memory standing in for the device is guarded too: a GPU-aware MPI is emulated by the
      * host one, whose truncation overrun it must stop the same way. */
-    if (pool->params.host == GDTE_GPU_POOL_GUARDED || b->fake) return host_map(pool, b);
+    if (pool->params.host == GDTE_GPU_POOL_GUARDED || b->fake || b->kind == GDTE_GPU_POOL_PAGEABLE)
+        return host_map(pool, b);
     if (gdte_gpu_available()) {
         gdte_status_t st = gdte_gpu_host_alloc(&b->ptr, b->size, 1);
         if (st == GDTE_OK) b->pinned = 1;

@@ -25,7 +25,9 @@
  *
  * Kinds: HOST is pinned and mapped for the GPU when one is available (the buffer's `pinned`
  * says whether it is), pageable otherwise; DEVICE is device memory, or with `fake` host memory
- * standing in for it (the interposer's GDTE_FAKE_DEVICE). Host memory comes in one of two forms:
+ * standing in for it (the interposer's GDTE_FAKE_DEVICE); PAGEABLE is guarded host memory never
+ * registered with the runtime, whose pages cost nothing until written (a landing that usually
+ * receives a few bytes). Host memory comes in one of two forms:
  *   - GUARDED: mmap'ed with one inaccessible page after its last byte and registered with the
  *     runtime (pageable, warned, if registering fails). A receive posted at the buffer's end
  *     (src/mpi/staging.h, gdte_stage_tail) makes an MPI that writes past the receive's count
@@ -46,14 +48,19 @@
 #include <stdint.h>
 #include "gdte.h"
 
-typedef enum { GDTE_GPU_POOL_HOST = 0, GDTE_GPU_POOL_DEVICE = 1, GDTE_GPU_POOL_KINDS_ } gdte_gpu_pool_kind_t;
+typedef enum {
+    GDTE_GPU_POOL_HOST = 0,
+    GDTE_GPU_POOL_DEVICE = 1,
+    GDTE_GPU_POOL_PAGEABLE = 2,
+    GDTE_GPU_POOL_KINDS_
+} gdte_gpu_pool_kind_t;
 typedef enum { GDTE_GPU_POOL_HARD = 0, GDTE_GPU_POOL_SOFT = 1 } gdte_gpu_pool_limit_t;
 typedef enum { GDTE_GPU_POOL_PLAIN = 0, GDTE_GPU_POOL_GUARDED = 1 } gdte_gpu_pool_host_t;
 
 #define GDTE_GPU_POOL_SHARES 3
 #define GDTE_GPU_POOL_MIN_LOG 12 /* 4 KiB */
 #define GDTE_GPU_POOL_MAX_LOG 41 /* 2 TiB, past any GDTE_STAGING_MAX */
-#define GDTE_GPU_POOL_LISTS_ 3   /* free lists per share and size: host, device, fake device */
+#define GDTE_GPU_POOL_LISTS_ 4   /* free lists per share and size: host, device, fake device, pageable */
 
 typedef struct gdte_gpu_pool_buf {
     void *ptr;

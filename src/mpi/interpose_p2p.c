@@ -116,19 +116,17 @@ static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int 
          * gets one: its landing is pageable memory, whose pages cost nothing until written
          * (a marker touches one), instead of pinning the message's size for every posted
          * receive (a window of 64 large receives would pin and unpin gigabytes). Data that
-         * does come as MPI_PACKED is unpacked from it, more slowly. Pooled as fake-device
-         * buffers (host memory, guard page). */
-        sk = GDTE_STAGE_DEVICE;
-        fake = 1;
+         * does come as MPI_PACKED is unpacked from it, more slowly. */
+        sk = GDTE_STAGE_PAGEABLE;
     }
     st = gdte_stage_acquire(sk, fake, (size_t)m->post, &m->stage);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     gdte_debug("%s: %d element(s), %lld packed bytes of device data, staged through %s memory as MPI_PACKED", fn, count,
                (long long)m->nbytes,
-               sk == GDTE_STAGE_DEVICE && !m->stage->fake ? "device"
-               : m->stage->fake && kind == GDTE_IPO_DEVICE ? "pageable host (a lazy landing for a marker)"
-               : m->stage->pinned                       ? "pinned host"
-                                                        : "pageable host");
+               sk == GDTE_STAGE_DEVICE    ? "device"
+               : sk == GDTE_STAGE_PAGEABLE ? "pageable host (a landing for a marker)"
+               : m->stage->pinned         ? "pinned host"
+                                          : "pageable host");
     return MPI_SUCCESS;
 }
 

@@ -28,6 +28,8 @@
 typedef gdte_gpu_pool_kind_t gdte_stage_kind_t;
 #define GDTE_STAGE_HOST GDTE_GPU_POOL_HOST
 #define GDTE_STAGE_DEVICE GDTE_GPU_POOL_DEVICE
+/* PAGEABLE: guarded host memory never pinned (a receive's landing that usually gets a marker). */
+#define GDTE_STAGE_PAGEABLE GDTE_GPU_POOL_PAGEABLE
 
 /* A buffer: `ptr`, `size` (usable bytes, the class size), `kind`, `fake` (DEVICE kind backed by
  * host memory), `pinned` (HOST kind registered with the GPU runtime: DMA-able, mapped),

@@ -361,8 +361,7 @@ gdte_status_t gdte_xfer_unpack_stage(const gdte_stage_t *stage, int64_t posted, 
                                      gdte_type_h type, int fake)
 {
     void *src = gdte_stage_tail(stage, (size_t)posted);
-    /* A fake-device buffer under a real GPU is pageable host memory (a receive's lazy landing). */
-    if (stage->kind == GDTE_STAGE_DEVICE && (!stage->fake || fake)) return device_run(user, count, type, fake, 1, src, n);
+    if (stage->kind == GDTE_STAGE_DEVICE) return device_run(user, count, type, fake, 1, src, n);
     return gdte_xfer_unpack_from_host(src, stage->pinned, n, user, count, type, fake);
 }
 

@@ -84,7 +84,10 @@ static int m_log(size_t size)
     while (((size_t)1 << l) < size) l++;
     return l;
 }
-static int m_list(gdte_gpu_pool_kind_t kind, int fake) { return kind == GDTE_GPU_POOL_HOST ? 0 : (fake ? 2 : 1); }
+static int m_list(gdte_gpu_pool_kind_t kind, int fake)
+{
+    return kind == GDTE_GPU_POOL_PAGEABLE ? 3 : kind == GDTE_GPU_POOL_HOST ? 0 : (fake ? 2 : 1);
+}
 
 static int m_get(model_t *m, int s, int k, size_t size)
 {
@@ -260,13 +263,32 @@ static void guard_pages(void)
 {
     gdte_gpu_pool_t pool;
     gdte_gpu_pool_init(&pool, &interposer_like);
-    gdte_gpu_pool_buf_t *h = NULL, *d = NULL;
+    gdte_gpu_pool_buf_t *h = NULL, *d = NULL, *g = NULL, *g2 = NULL;
     CHECK(gdte_gpu_pool_get(&pool, 0, GDTE_GPU_POOL_HOST, 0, 5000, &h) == GDTE_OK, "guarded host get");
     CHECK(gdte_gpu_pool_get(&pool, 0, GDTE_GPU_POOL_DEVICE, 1, 100, &d) == GDTE_OK, "guarded fake device get");
+    CHECK(gdte_gpu_pool_get(&pool, 0, GDTE_GPU_POOL_PAGEABLE, 0, 70000, &g) == GDTE_OK, "pageable get");
     if (h) CHECK(h->guarded && dies_writing_past(h), "no guard page after a GUARDED host buffer");
     if (d) CHECK(d->guarded && dies_writing_past(d), "no guard page after a fake device buffer");
+    if (g) CHECK(g->guarded && !g->pinned && g->kind == GDTE_GPU_POOL_PAGEABLE && dies_writing_past(g),
+                 "a pageable buffer is guarded, never pinned");
     gdte_gpu_pool_put(&pool, h);
     gdte_gpu_pool_put(&pool, d);
+    gdte_gpu_pool_put(&pool, g);
+    gdte_gpu_pool_destroy(&pool);
+    /* Its own free list: a host request of the same size does not get it, a pageable one does
+     * (a budget that holds both, so nothing is trimmed). */
+    gdte_gpu_pool_params_t roomy = interposer_like;
+    roomy.budget[0] = 1 << 20;
+    gdte_gpu_pool_init(&pool, &roomy);
+    CHECK(gdte_gpu_pool_get(&pool, 0, GDTE_GPU_POOL_PAGEABLE, 0, 70000, &g) == GDTE_OK, "pageable get");
+    gdte_gpu_pool_put(&pool, g);
+    CHECK(gdte_gpu_pool_get(&pool, 0, GDTE_GPU_POOL_HOST, 0, 70000, &g2) == GDTE_OK && g2 != g &&
+              g2->kind == GDTE_GPU_POOL_HOST,
+          "a host request took the cached pageable buffer");
+    gdte_gpu_pool_put(&pool, g2);
+    CHECK(gdte_gpu_pool_get(&pool, 0, GDTE_GPU_POOL_PAGEABLE, 0, 70000, &g2) == GDTE_OK && g2 == g,
+          "the cached pageable buffer not reused");
+    gdte_gpu_pool_put(&pool, g2);
     gdte_gpu_pool_destroy(&pool);
     printf("guard pages: a write past a GUARDED host or fake device buffer faults\n");
 }
