@@ -198,6 +198,15 @@ int gdte_ipo_cancel(MPI_Request *req)
     return IPO_NEXT(Cancel)(req);
 }
 
+/* A completed receive's data into the user's buffer (host or device), its status stated. */
+static int recv_deliver(gdte_ipo_req_t *r, MPI_Status *st, const char *fn)
+{
+    return r->kind == GDTE_IPO_HOST
+               ? gdte_ipo_host_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->stage, r->nbytes, st)
+               : gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes,
+                                      r->node_post, st);
+}
+
 /* What completion of a gdte request does. `st` is a real status; `rc` what the MPI reported
  * for this request. Returns the request's final error code. */
 static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *fn, MPI_Request after)
@@ -219,10 +228,7 @@ static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *f
     if (r->finish && !r->unpacked)
         erc = r->finish(r, st, rc);
     else if (!r->finish && r->is_recv && !r->unpacked && (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE))
-        erc = r->kind == GDTE_IPO_HOST
-                  ? gdte_ipo_host_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->stage, r->nbytes, st)
-                  : gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes,
-                                         r->node_post, st);
+        erc = recv_deliver(r, st, fn);
     if (r->persistent && !r->orphan && after != MPI_REQUEST_NULL) {
         /* The handle stays the application's: the record goes back into the table. (An MPI
          * may free a persistent request that completed in error: then the record goes.) */
@@ -360,10 +366,7 @@ static void unclaim(int n, int except)
  * code for the call that completes the request. */
 static int finish_ahead(gdte_ipo_req_t *r, MPI_Status *st, const char *fn)
 {
-    int erc = r->kind == GDTE_IPO_HOST
-                  ? gdte_ipo_host_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->stage, r->nbytes, st)
-                  : gdte_ipo_recv_finish(r->comm, fn, r->user, r->count, r->dt, r->type, r->kind, r->stage, r->nbytes,
-                                         r->node_post, st);
+    int erc = recv_deliver(r, st, fn);
     r->unpacked = 1;
     r->fixed_st = *st;
     r->fixed_rc = erc;
