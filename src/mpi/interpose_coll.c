@@ -49,21 +49,9 @@
 
 gdte_coll_next_t gdte_coll_next_g;
 
-/* See interpose_core.c for why the next definition rather than PMPI_x. */
-__attribute__((constructor)) static void coll_resolve_next(void)
-{
-#define GDTE_X_COLL_RESOLVE(name)                                                              \
-    gdte_coll_next_g.name = (__typeof__(gdte_coll_next_g.name))dlsym(RTLD_NEXT, "MPI_" #name); \
-    if (!gdte_coll_next_g.name) gdte_coll_next_g.name = PMPI_##name;
-    GDTE_COLL_NEXT_LIST(GDTE_X_COLL_RESOLVE)
-#undef GDTE_X_COLL_RESOLVE
-}
-
 /* The persistent forms' next definitions, per naming (refuse.h says which the MPI declares);
  * the profiling name when no next definition exists. */
 static gdte_coll_init_next_t init_next[3];
-
-const char *gdte_pinit_prefix(gdte_pinit_t init) { return init == GDTE_PINIT_MPI4 ? "MPI_" : "MPIX_"; }
 
 void *gdte_pinit_resolve(gdte_pinit_t init, const char *name)
 {
@@ -74,21 +62,27 @@ void *gdte_pinit_resolve(gdte_pinit_t init, const char *name)
     if (init == GDTE_PINIT_MPI4) return NULL;
 #endif
     if (init == GDTE_PINIT_NONE) return NULL;
+    const char *prefix = init == GDTE_PINIT_MPI4 ? "MPI_" : "MPIX_";
     char nm[96];
-    snprintf(nm, sizeof nm, "%s%s_init", gdte_pinit_prefix(init), name);
+    snprintf(nm, sizeof nm, "%s%s_init", prefix, name);
     void *f = dlsym(RTLD_NEXT, nm);
     if (!f) {
-        snprintf(nm, sizeof nm, "P%s%s_init", gdte_pinit_prefix(init), name);
+        snprintf(nm, sizeof nm, "P%s%s_init", prefix, name);
         f = dlsym(RTLD_DEFAULT, nm);
     }
     return f;
 }
 
-__attribute__((constructor)) static void coll_resolve_init_next(void)
+/* See interpose_core.c for why the next definition rather than PMPI_x. */
+__attribute__((constructor)) static void coll_resolve_next(void)
 {
+#define GDTE_X_COLL_RESOLVE(name, iname, ...) \
+    GDTE_RESOLVE_NEXT(gdte_coll_next_g.name, name) GDTE_RESOLVE_NEXT(gdte_coll_next_g.iname, iname)
+    GDTE_COLL_LIST(GDTE_X_COLL_RESOLVE)
+#undef GDTE_X_COLL_RESOLVE
     for (int k = GDTE_PINIT_MPIX; k <= GDTE_PINIT_MPI4; k++) {
-#define GDTE_X_COLL_INIT_RESOLVE(name, params) *(void **)&init_next[k].name = gdte_pinit_resolve((gdte_pinit_t)k, #name);
-        GDTE_COLL_INIT_LIST(GDTE_X_COLL_INIT_RESOLVE)
+#define GDTE_X_COLL_INIT_RESOLVE(name, ...) *(void **)&init_next[k].name = gdte_pinit_resolve((gdte_pinit_t)k, #name);
+        GDTE_COLL_LIST(GDTE_X_COLL_INIT_RESOLVE)
 #undef GDTE_X_COLL_INIT_RESOLVE
     }
 }
@@ -105,126 +99,30 @@ int64_t gdte_ipo_coll_counter(const char *name)
     return -1;
 }
 
-/* Blocking, nonblocking, Open MPI's persistent, MPI-4's persistent. */
-#define OP_NAMES(x, ix) {"MPI_" x, "MPI_" ix, "MPIX_" x "_init", "MPI_" x "_init"}
-static const char *const op_names[GDTE_COLL_OPS_][4] = {
-    OP_NAMES("Alltoall", "Ialltoall"),
-    OP_NAMES("Alltoallv", "Ialltoallv"),
-    OP_NAMES("Alltoallw", "Ialltoallw"),
-    OP_NAMES("Neighbor_alltoall", "Ineighbor_alltoall"),
-    OP_NAMES("Neighbor_alltoallv", "Ineighbor_alltoallv"),
-    OP_NAMES("Neighbor_alltoallw", "Ineighbor_alltoallw"),
-    OP_NAMES("Neighbor_allgather", "Ineighbor_allgather"),
-    OP_NAMES("Neighbor_allgatherv", "Ineighbor_allgatherv"),
-    OP_NAMES("Allgather", "Iallgather"),
-    OP_NAMES("Allgatherv", "Iallgatherv"),
-    OP_NAMES("Gather", "Igather"),
-    OP_NAMES("Gatherv", "Igatherv"),
-    OP_NAMES("Scatter", "Iscatter"),
-    OP_NAMES("Scatterv", "Iscatterv"),
-    OP_NAMES("Bcast", "Ibcast"),
-};
-#undef OP_NAMES
-
 static const char *op_name(const gdte_coll_args_t *a)
 {
-    return op_names[a->op][a->init == GDTE_PINIT_MPI4 ? 3 : a->init == GDTE_PINIT_MPIX ? 2 : a->req != NULL];
+    static const char *const names[GDTE_COLL_OPS_][4] = {
+#define GDTE_X_COLL_NAMES(name, iname, OP, ...) [GDTE_COLL_##OP] = GDTE_PINIT_NAMES(#name, #iname),
+        GDTE_COLL_LIST(GDTE_X_COLL_NAMES)
+#undef GDTE_X_COLL_NAMES
+    };
+    return gdte_pinit_name(names[a->op], a->init, a->req);
 }
 
 /* ---- the MPI's own call, each side either as given or as bytes in staging ---- */
 typedef gdte_coll_side_args_t eff_t;
 
-/* The persistent form of the call (a->init), on the sides given. */
-static int call_mpi_init(const gdte_coll_args_t *a, const eff_t *s, const eff_t *r)
-{
-    const gdte_coll_init_next_t *N = &init_next[a->init];
-    MPI_Comm c = a->comm;
-    MPI_Info i = a->info;
-    MPI_Request *q = a->req;
-    void *rb = (void *)r->buf;
-#define CALL_INIT(name, ...) (N->name ? N->name(__VA_ARGS__, c, i, q) : MPI_ERR_INTERN)
-    switch (a->op) {
-    case GDTE_COLL_ALLTOALL: return CALL_INIT(Alltoall, s->buf, s->count, s->type, rb, r->count, r->type);
-    case GDTE_COLL_NALLTOALL: return CALL_INIT(Neighbor_alltoall, s->buf, s->count, s->type, rb, r->count, r->type);
-    case GDTE_COLL_ALLGATHER: return CALL_INIT(Allgather, s->buf, s->count, s->type, rb, r->count, r->type);
-    case GDTE_COLL_NALLGATHER: return CALL_INIT(Neighbor_allgather, s->buf, s->count, s->type, rb, r->count, r->type);
-    case GDTE_COLL_ALLTOALLV:
-        return CALL_INIT(Alltoallv, s->buf, s->counts, s->displs, s->type, rb, r->counts, r->displs, r->type);
-    case GDTE_COLL_NALLTOALLV:
-        return CALL_INIT(Neighbor_alltoallv, s->buf, s->counts, s->displs, s->type, rb, r->counts, r->displs, r->type);
-    case GDTE_COLL_ALLTOALLW:
-        return CALL_INIT(Alltoallw, s->buf, s->counts, s->displs, s->types, rb, r->counts, r->displs, r->types);
-    case GDTE_COLL_NALLTOALLW:
-        return CALL_INIT(Neighbor_alltoallw, s->buf, s->counts, s->adispls, s->types, rb, r->counts, r->adispls,
-                         r->types);
-    case GDTE_COLL_ALLGATHERV:
-        return CALL_INIT(Allgatherv, s->buf, s->count, s->type, rb, r->counts, r->displs, r->type);
-    case GDTE_COLL_NALLGATHERV:
-        return CALL_INIT(Neighbor_allgatherv, s->buf, s->count, s->type, rb, r->counts, r->displs, r->type);
-    case GDTE_COLL_GATHER: return CALL_INIT(Gather, s->buf, s->count, s->type, rb, r->count, r->type, a->root);
-    case GDTE_COLL_GATHERV:
-        return CALL_INIT(Gatherv, s->buf, s->count, s->type, rb, r->counts, r->displs, r->type, a->root);
-    case GDTE_COLL_SCATTER: return CALL_INIT(Scatter, s->buf, s->count, s->type, rb, r->count, r->type, a->root);
-    case GDTE_COLL_SCATTERV:
-        return CALL_INIT(Scatterv, s->buf, s->counts, s->displs, s->type, rb, r->count, r->type, a->root);
-    case GDTE_COLL_BCAST: return CALL_INIT(Bcast, rb, r->count, r->type, a->root);
-    default: return MPI_ERR_INTERN;
-    }
-#undef CALL_INIT
-}
-
+/* The form of the call `a` says (blocking, nonblocking, persistent), on the sides given. */
 static int call_mpi(const gdte_coll_args_t *a, const eff_t *s, const eff_t *r)
 {
-    MPI_Comm c = a->comm;
-    MPI_Request *q = a->req;
-    if (a->init != GDTE_PINIT_NONE) return call_mpi_init(a, s, r);
+    void *rb = (void *)r->buf;
     switch (a->op) {
-#define A2A(fn, ifn) (q ? COLL_NEXT(ifn)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c, q) \
-                        : COLL_NEXT(fn)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c))
-    case GDTE_COLL_ALLTOALL: return A2A(Alltoall, Ialltoall);
-    case GDTE_COLL_NALLTOALL: return q ? COLL_NEXT(Ineighbor_alltoall)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c, q)
-                                       : COLL_NEXT(Neighbor_alltoall)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c);
-    case GDTE_COLL_ALLGATHER: return A2A(Allgather, Iallgather);
-    case GDTE_COLL_NALLGATHER: return q ? COLL_NEXT(Ineighbor_allgather)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c, q)
-                                        : COLL_NEXT(Neighbor_allgather)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, c);
-#undef A2A
-    case GDTE_COLL_ALLTOALLV:
-        return q ? COLL_NEXT(Ialltoallv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->counts, r->displs, r->type, c, q)
-                 : COLL_NEXT(Alltoallv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->counts, r->displs, r->type, c);
-    case GDTE_COLL_NALLTOALLV:
-        return q ? COLL_NEXT(Ineighbor_alltoallv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->counts, r->displs,
-                                                  r->type, c, q)
-                 : COLL_NEXT(Neighbor_alltoallv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->counts, r->displs,
-                                                 r->type, c);
-    case GDTE_COLL_ALLTOALLW:
-        return q ? COLL_NEXT(Ialltoallw)(s->buf, s->counts, s->displs, s->types, (void *)r->buf, r->counts, r->displs, r->types, c, q)
-                 : COLL_NEXT(Alltoallw)(s->buf, s->counts, s->displs, s->types, (void *)r->buf, r->counts, r->displs, r->types, c);
-    case GDTE_COLL_NALLTOALLW:
-        return q ? COLL_NEXT(Ineighbor_alltoallw)(s->buf, s->counts, s->adispls, s->types, (void *)r->buf, r->counts,
-                                                  r->adispls, r->types, c, q)
-                 : COLL_NEXT(Neighbor_alltoallw)(s->buf, s->counts, s->adispls, s->types, (void *)r->buf, r->counts,
-                                                 r->adispls, r->types, c);
-    case GDTE_COLL_ALLGATHERV:
-        return q ? COLL_NEXT(Iallgatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, c, q)
-                 : COLL_NEXT(Allgatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, c);
-    case GDTE_COLL_NALLGATHERV:
-        return q ? COLL_NEXT(Ineighbor_allgatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, c, q)
-                 : COLL_NEXT(Neighbor_allgatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, c);
-    case GDTE_COLL_GATHER:
-        return q ? COLL_NEXT(Igather)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, a->root, c, q)
-                 : COLL_NEXT(Gather)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, a->root, c);
-    case GDTE_COLL_GATHERV:
-        return q ? COLL_NEXT(Igatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, a->root, c, q)
-                 : COLL_NEXT(Gatherv)(s->buf, s->count, s->type, (void *)r->buf, r->counts, r->displs, r->type, a->root, c);
-    case GDTE_COLL_SCATTER:
-        return q ? COLL_NEXT(Iscatter)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, a->root, c, q)
-                 : COLL_NEXT(Scatter)(s->buf, s->count, s->type, (void *)r->buf, r->count, r->type, a->root, c);
-    case GDTE_COLL_SCATTERV:
-        return q ? COLL_NEXT(Iscatterv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->count, r->type, a->root, c, q)
-                 : COLL_NEXT(Scatterv)(s->buf, s->counts, s->displs, s->type, (void *)r->buf, r->count, r->type, a->root, c);
-    case GDTE_COLL_BCAST: /* one buffer: the caller passes it as `r` */
-        return q ? COLL_NEXT(Ibcast)((void *)r->buf, r->count, r->type, a->root, c, q)
-                 : COLL_NEXT(Bcast)((void *)r->buf, r->count, r->type, a->root, c);
+#define GDTE_X_COLL_CALL(name, iname, OP, params, args, ...)                                           \
+    case GDTE_COLL_##OP:                                                                              \
+        return GDTE_PCALL(init_next, gdte_coll_next_g, a->init, a->info, a->req, a->comm, name, iname, \
+                          GDTE_PI_UNPAREN args);
+        GDTE_COLL_LIST(GDTE_X_COLL_CALL)
+#undef GDTE_X_COLL_CALL
     default: return MPI_ERR_INTERN;
     }
 }
@@ -297,6 +195,8 @@ typedef struct side {
     int *bdispls;   /* byte displacements (FORM_V, FORM_W), */
     MPI_Aint *adispls; /* (FORM_WA) */
     MPI_Datatype *btypes; /* and MPI_BYTE per block (FORM_W, FORM_WA) */
+    gdte_batch_piece_t *pieces; /* staged sides: side_exec's work list, */
+    gdte_type_h *pinned;        /* and the types whose device units it pins, one per block */
 } side_t;
 
 static void side_free(side_t *sd)
@@ -310,6 +210,8 @@ static void side_free(side_t *sd)
     free(sd->bdispls);
     free(sd->adispls);
     free(sd->btypes);
+    free(sd->pieces);
+    free(sd->pinned);
     memset(sd, 0, sizeof *sd);
 }
 
@@ -487,26 +389,34 @@ static gdte_stream_t coll_stream;
 static gdte_gpu_event_t coll_ev_app;
 #define ZERO_COPY_MAX (64 * 1024) /* pinned staging written or read by the kernel itself up to this */
 
+gdte_status_t gdte_coll_stream_after_app(gdte_stream_t *s, gdte_gpu_event_t *ev)
+{
+    gdte_status_t st;
+    if (!*s) {
+        if ((st = gdte_gpu_stream_create(s)) != GDTE_OK) return st;
+        if ((st = gdte_gpu_event_create(ev, 0)) != GDTE_OK) {
+            gdte_gpu_stream_destroy(*s);
+            *s = NULL;
+            return st;
+        }
+    }
+    if ((st = gdte_gpu_event_record(*ev, NULL)) != GDTE_OK) return st;
+    return gdte_gpu_stream_wait_event(*s, *ev);
+}
+
 static void unpin_all(gdte_type_h *t, int n)
 {
     int dev = n > 0 ? gdte_gpu_current_device() : 0;
     for (int i = 0; i < n; i++) gdte_devplan_unpin(t[i], dev);
-    free(t);
 }
 
-/* Block `only` (-1: every block but `skip`) of a side, between the user's buffers and sd->base, in one
- * batch. Caller holds nothing. */
+/* Block `only` (-1: every block but `skip`) of a staged side, between the user's buffers and
+ * sd->base, in one batch. Caller holds nothing. */
 static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
 {
-    int fake = sd->kind == GDTE_IPO_FAKE;
-    gdte_batch_piece_t *p = malloc((size_t)(sd->nb > 0 ? sd->nb : 1) * sizeof *p);
-    gdte_type_h *pinned = malloc((size_t)(sd->nb > 0 ? sd->nb : 1) * sizeof *pinned);
+    gdte_batch_piece_t *p = sd->pieces;
+    gdte_type_h *pinned = sd->pinned;
     int npinned = 0;
-    if (!p || !pinned) {
-        free(p);
-        free(pinned);
-        return GDTE_ERR_NO_MEMORY;
-    }
     gdte_status_t st = GDTE_OK;
     int n = 0;
     int64_t lo = INT64_MAX, hi = 0;
@@ -537,34 +447,23 @@ static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
     }
     if (st != GDTE_OK || n == 0) {
         unpin_all(pinned, npinned);
-        free(p);
         return st;
     }
     if (sd->kind == GDTE_IPO_HOST) {
         /* The host side of a call whose other side is on the device (see gdte_ipo_coll): the
          * host executor, piece by piece; no batch to count. */
         for (int i = 0; i < n; i++) gdte_host_exec(&p[i].L, dir, p[i].user, sd->base + p[i].packed, 0, p[i].L.total);
-        free(p);
-        free(pinned);
         return GDTE_OK;
     }
-    if (fake) {
+    if (sd->kind == GDTE_IPO_FAKE) {
         gdte_host_exec_batch(p, n, dir, sd->base);
-        free(p);
-        free(pinned);
         return GDTE_OK;
     }
     pthread_mutex_lock(&gpu_lock);
     gdte_stage_t *desc = NULL, *tmp = NULL;
-    if (!coll_stream && (st = gdte_gpu_stream_create(&coll_stream)) == GDTE_OK &&
-        (st = gdte_gpu_event_create(&coll_ev_app, 0)) != GDTE_OK) {
-        gdte_gpu_stream_destroy(coll_stream);
-        coll_stream = NULL;
-    }
     /* After the application's legacy-default-stream work (a kernel that produced the data, or
      * one still reading the receive buffer), as a blocking stream would be. */
-    if (st == GDTE_OK && (st = gdte_gpu_event_record(coll_ev_app, NULL)) == GDTE_OK)
-        st = gdte_gpu_stream_wait_event(coll_stream, coll_ev_app);
+    st = gdte_coll_stream_after_app(&coll_stream, &coll_ev_app);
     if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, gdte_gpu_exec_batch_scratch(n), &desc);
     char *target = sd->base;
     if (st == GDTE_OK && sd->stage->kind == GDTE_STAGE_HOST) {
@@ -590,7 +489,6 @@ static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
     if (tmp) gdte_stage_release(tmp);
     pthread_mutex_unlock(&gpu_lock);
     unpin_all(pinned, npinned);
-    free(p);
     return st;
 }
 
@@ -655,6 +553,22 @@ static void coll_fini(gdte_ipo_req_t *r)
     r->ctx = NULL;
 }
 
+void gdte_coll_req_insert(gdte_ipo_req_t *r, MPI_Request handle, MPI_Comm comm, int persistent,
+                          int (*start)(gdte_ipo_req_t *), int (*finish)(gdte_ipo_req_t *, MPI_Status *, int),
+                          void (*fini)(gdte_ipo_req_t *), void *ctx)
+{
+    r->handle = handle;
+    r->persistent = persistent;
+    r->active = !persistent;
+    r->comm = comm;
+    r->dt = MPI_DATATYPE_NULL;
+    r->start = persistent ? start : NULL;
+    r->finish = finish;
+    r->fini = fini;
+    r->ctx = ctx;
+    gdte_ipo_req_insert(r);
+}
+
 static int coll_error(MPI_Comm comm, const char *fn, int code, const char *what, const char *why)
 {
     gdte_error("%s: %s: %s", fn, what, why);
@@ -663,15 +577,15 @@ static int coll_error(MPI_Comm comm, const char *fn, int code, const char *what,
 }
 
 /* Which blocks each side has on this process, and what MPI_IN_PLACE asks. */
-static int describe(const gdte_coll_args_t *a, coll_t *c, pre_t *pre)
+static int describe(const gdte_coll_args_t *a, coll_t *c)
 {
     MPI_Comm comm = a->comm;
-    int inter = comm_inter(comm), rank = comm_rank(comm), peers = comm_peers(comm), rc = MPI_SUCCESS;
+    int inter = comm_inter(comm), rank = c->rank, peers = comm_peers(comm), rc = MPI_SUCCESS;
     int in_place_s = a->s.buf == MPI_IN_PLACE, in_place_r = a->r.buf == MPI_IN_PLACE;
     int at_root = a->root == MPI_ROOT || (!inter && a->root == rank);
     int nonroot = a->root != MPI_ROOT && a->root != MPI_PROC_NULL;
     int in = 0, out = 0;
-    *pre = PRE_NONE;
+    c->pre = PRE_NONE;
     c->skip = -1;
     if (peers < 0) return MPI_ERR_COMM;
     switch (a->op) {
@@ -680,7 +594,7 @@ static int describe(const gdte_coll_args_t *a, coll_t *c, pre_t *pre)
     case GDTE_COLL_ALLTOALLW: {
         form_t f = a->op == GDTE_COLL_ALLTOALL ? FORM_UNIFORM : a->op == GDTE_COLL_ALLTOALLV ? FORM_V : FORM_W;
         if (!in_place_s) rc = side_describe(&c->s, &a->s, f, peers);
-        else *pre = PRE_ALL;
+        else c->pre = PRE_ALL;
         if (rc == MPI_SUCCESS) rc = side_describe(&c->r, &a->r, f, peers);
         break;
     }
@@ -704,7 +618,7 @@ static int describe(const gdte_coll_args_t *a, coll_t *c, pre_t *pre)
     case GDTE_COLL_ALLGATHER:
     case GDTE_COLL_ALLGATHERV:
         if (!in_place_s) rc = side_describe(&c->s, &a->s, FORM_UNIFORM, 1);
-        else *pre = PRE_MINE, c->skip = rank;
+        else c->pre = PRE_MINE, c->skip = rank;
         if (rc == MPI_SUCCESS) rc = side_describe(&c->r, &a->r, a->op == GDTE_COLL_ALLGATHER ? FORM_UNIFORM : FORM_V, peers);
         break;
     case GDTE_COLL_GATHER:
@@ -737,6 +651,9 @@ static int stage_side(coll_t *c, side_t *sd, int recv)
         int code = gdte_mpi_status_to_mpi_error(st);
         return coll_error(c->comm, c->fn, code == MPI_SUCCESS ? MPI_ERR_INTERN : code, recv ? "recvbuf" : "sendbuf", why);
     }
+    size_t nb = (size_t)(sd->nb > 0 ? sd->nb : 1);
+    if (!(sd->pieces = malloc(nb * sizeof *sd->pieces)) || !(sd->pinned = malloc(nb * sizeof *sd->pinned)))
+        return gdte_ipo_fail(c->comm, c->fn, GDTE_ERR_NO_MEMORY);
     gdte_stage_kind_t sk = gdte_ipo_gpu_aware() && sd->kind != GDTE_IPO_HOST ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
     if ((st = gdte_stage_acquire(sk, sd->kind == GDTE_IPO_FAKE, (size_t)sd->total, &sd->stage)) != GDTE_OK)
         return gdte_ipo_fail(c->comm, c->fn, st);
@@ -753,7 +670,7 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
     c->fn = fn;
     c->comm = a->comm;
     c->rank = comm_rank(a->comm);
-    int rc = describe(a, c, &c->pre);
+    int rc = describe(a, c);
     if (rc != MPI_SUCCESS) {
         /* Arguments gdte cannot read: the MPI's own checks report them. */
         coll_free(c);
@@ -809,16 +726,7 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
     }
     /* The MPI's request is the application's; completion unpacks (finish), the last completion
      * or MPI_Request_free of a persistent one releases (fini), each start packs (start). */
-    r->handle = *a->req;
-    r->persistent = a->init != GDTE_PINIT_NONE;
-    r->active = !r->persistent;
-    r->comm = a->comm;
-    r->dt = MPI_DATATYPE_NULL;
-    r->start = r->persistent ? coll_start : NULL;
-    r->finish = coll_finish;
-    r->fini = coll_fini;
-    r->ctx = c;
-    gdte_ipo_req_insert(r);
+    gdte_coll_req_insert(r, *a->req, a->comm, a->init != GDTE_PINIT_NONE, coll_start, coll_finish, coll_fini, c);
     return MPI_SUCCESS;
 out:
     coll_free(c);

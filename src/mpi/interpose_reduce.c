@@ -42,38 +42,27 @@
 #include "util/util.h"
 
 gdte_red_next_t gdte_red_next_g;
-
 gdte_red_init_next_t gdte_red_init_next_g[3];
-#define red_init_next gdte_red_init_next_g
 
+/* See interpose_core.c for why the next definition rather than PMPI_x. */
 __attribute__((constructor)) static void red_resolve_next(void)
 {
-#define GDTE_X_RED_RESOLVE(name)                                                               \
-    gdte_red_next_g.name = (__typeof__(gdte_red_next_g.name))dlsym(RTLD_NEXT, "MPI_" #name); \
-    if (!gdte_red_next_g.name) gdte_red_next_g.name = PMPI_##name;
-    GDTE_RED_NEXT_LIST(GDTE_X_RED_RESOLVE)
+#define GDTE_X_RED_RESOLVE(name, iname, ...) \
+    GDTE_RESOLVE_NEXT(gdte_red_next_g.name, name) GDTE_RESOLVE_NEXT(gdte_red_next_g.iname, iname)
+    GDTE_RED_LIST(GDTE_X_RED_RESOLVE)
 #undef GDTE_X_RED_RESOLVE
+    GDTE_RESOLVE_NEXT(gdte_red_next_g.Reduce_local, Reduce_local)
     for (int k = GDTE_PINIT_MPIX; k <= GDTE_PINIT_MPI4; k++) {
-#define GDTE_X_RED_INIT_RESOLVE(name, params) *(void **)&red_init_next[k].name = gdte_pinit_resolve((gdte_pinit_t)k, #name);
-        GDTE_RED_INIT_LIST(GDTE_X_RED_INIT_RESOLVE)
+#define GDTE_X_RED_INIT_RESOLVE(name, ...) \
+    *(void **)&gdte_red_init_next_g[k].name = gdte_pinit_resolve((gdte_pinit_t)k, #name);
+        GDTE_RED_LIST(GDTE_X_RED_INIT_RESOLVE)
 #undef GDTE_X_RED_INIT_RESOLVE
     }
 }
 
-/* The MPI's call of the kind `how` says: X(name, nonblocking name, arguments before comm). */
-#define RED_CALL(how, name, iname, ...)                                                                         \
-    ((how).init != GDTE_PINIT_NONE                                                                             \
-         ? (red_init_next[(how).init].name ? red_init_next[(how).init].name(__VA_ARGS__, comm, (how).info, (how).req) \
-                                           : MPI_ERR_INTERN)                                                    \
-     : (how).req ? RED_NEXT(iname)(__VA_ARGS__, comm, (how).req)                                                \
-                 : RED_NEXT(name)(__VA_ARGS__, comm))
-
-/* The call's name for messages: blocking, nonblocking, Open MPI's persistent, MPI-4's. */
-static const char *red_name(const char *const names[4], gdte_red_how_t how)
-{
-    return names[how.init == GDTE_PINIT_MPI4 ? 3 : how.init == GDTE_PINIT_MPIX ? 2 : how.req != NULL];
-}
-#define RED_NAMES(x, ix) {"MPI_" x, "MPI_" ix, "MPIX_" x "_init", "MPI_" x "_init"}
+/* The MPI's call of the form `how` says, on the arguments before comm. */
+#define RED_CALL(how, name, iname, ...) \
+    GDTE_PCALL(gdte_red_init_next_g, gdte_red_next_g, (how).init, (how).info, (how).req, comm, name, iname, __VA_ARGS__)
 
 /* ---- counters (gdte_mpi_reduce_counter) ---- */
 static _Atomic int64_t n_staged;       /* reductions whose device buffers went through mirrors */
@@ -205,10 +194,12 @@ static void ctx_free(red_ctx_t *c)
     free(c);
 }
 
-/* What the MPI is given for a side: the mirror, or the application's pointer. */
-static const void *side_arg(const red_ctx_t *c, const red_side_t *sd, const void *user)
+/* What the MPI is given for the send (recv 0) or receive side: the mirror, or the application's
+ * pointer. */
+static void *side_arg(const red_ctx_t *c, int recv, const void *user)
 {
-    return c && sd->mirror ? sd->base : user;
+    const red_side_t *sd = c ? (recv ? &c->r : &c->s) : NULL;
+    return (void *)(sd && sd->mirror ? sd->base : user);
 }
 
 /* The kind of `n` elements at `b` (HOST when the MPI will not touch them). */
@@ -229,12 +220,14 @@ static gdte_ipo_kind_t kind_of(const void *b, int64_t n, MPI_Datatype dt)
 /*
  * Decide and stage. `s_in`: send elements the MPI reads (0: none); `r_in`/`r_out`: receive
  * elements it reads (MPI_IN_PLACE) and writes. *ctx_p is NULL when no buffer is device memory
- * (the call goes to the MPI as it is). `copy`: copy the inputs in now (a persistent form copies
- * them at every start). Returns an MPI error code (reported through comm).
+ * (the call goes to the MPI as it is). The inputs are copied in now, except for a persistent
+ * form (`how`), which copies them at every start. Returns an MPI error code (reported through
+ * comm).
  */
 static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const void *sbuf, int64_t s_in, void *rbuf,
-                       int64_t r_in, int64_t r_out, int copy, red_ctx_t **ctx_p)
+                       int64_t r_in, int64_t r_out, gdte_red_how_t how, red_ctx_t **ctx_p)
 {
+    int copy = how.init == GDTE_PINIT_NONE;
     *ctx_p = NULL;
     gdte_ipo_kind_t sk = kind_of(sbuf, s_in, dt);
     gdte_ipo_kind_t rk = kind_of(rbuf, r_in > r_out ? r_in : r_out, dt);
@@ -304,59 +297,31 @@ static int red_start_req(gdte_ipo_req_t *r)
 
 static int red_complete(red_ctx_t *c, int rc, gdte_red_how_t how)
 {
-    MPI_Request *req = how.req;
     if (!c) return rc;
-    if (how.init != GDTE_PINIT_NONE) {
-        if (rc != MPI_SUCCESS) {
-            ctx_free(c);
-            return rc;
-        }
-        gdte_ipo_req_t *r = gdte_ipo_req_new();
-        if (!r) {
-            /* Nothing started yet: the MPI's persistent request goes, and the call fails. */
-            IPO_NEXT(Request_free)(req);
-            rc = gdte_ipo_fail(c->comm, c->fn, GDTE_ERR_NO_MEMORY);
-            ctx_free(c);
-            return rc;
-        }
-        r->handle = *req;
-        r->persistent = 1;
-        r->comm = c->comm;
-        r->dt = MPI_DATATYPE_NULL;
-        r->start = red_start_req;
-        r->finish = red_finish_req;
-        r->fini = red_fini_req;
-        r->ctx = c;
-        gdte_ipo_req_insert(r);
-        return MPI_SUCCESS;
+    if (rc == MPI_SUCCESS && !how.req) {
+        gdte_status_t s = side_stage_out(c, &c->r);
+        if (s != GDTE_OK) rc = gdte_ipo_fail(c->comm, c->fn, s);
     }
-    if (!req) {
-        if (rc == MPI_SUCCESS) {
-            gdte_status_t s = side_stage_out(c, &c->r);
-            if (s != GDTE_OK) rc = gdte_ipo_fail(c->comm, c->fn, s);
-        }
+    if (rc != MPI_SUCCESS || !how.req) {
         ctx_free(c);
         return rc;
     }
-    if (rc != MPI_SUCCESS) {
-        ctx_free(c);
-        return rc;
-    }
+    int persistent = how.init != GDTE_PINIT_NONE;
     gdte_ipo_req_t *r = gdte_ipo_req_new();
+    if (!r && persistent) {
+        /* Nothing started yet: the MPI's persistent request goes, and the call fails. */
+        IPO_NEXT(Request_free)(how.req);
+        rc = gdte_ipo_fail(c->comm, c->fn, GDTE_ERR_NO_MEMORY);
+        ctx_free(c);
+        return rc;
+    }
     if (!r) {
         /* The operation is in flight on our mirrors: they must outlive it, so wait here. */
         MPI_Status st;
-        rc = IPO_NEXT(Wait)(req, &st);
+        rc = IPO_NEXT(Wait)(how.req, &st);
         return red_complete(c, rc, (gdte_red_how_t){.req = NULL});
     }
-    r->handle = *req;
-    r->active = 1;
-    r->comm = c->comm;
-    r->dt = MPI_DATATYPE_NULL;
-    r->finish = red_finish_req;
-    r->fini = red_fini_req;
-    r->ctx = c;
-    gdte_ipo_req_insert(r);
+    gdte_coll_req_insert(r, *how.req, c->comm, persistent, red_start_req, red_finish_req, red_fini_req, c);
     return MPI_SUCCESS;
 }
 
@@ -373,13 +338,15 @@ static int facts_of(MPI_Comm comm, comm_facts_t *f)
            PMPI_Comm_size(comm, &f->size) == MPI_SUCCESS;
 }
 
-/* ---- the calls ---- */
+/* ---- the calls: each stages what the MPI touches, calls the MPI on the mirrors, completes ---- */
+#define RED_FN(x, ix)                                                      \
+    static const char *const names[4] = GDTE_PINIT_NAMES(x, ix);          \
+    const char *fn = gdte_pinit_name(names, how.init, how.req)
+
 int gdte_red_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
                     gdte_red_how_t how)
 {
-    static const char *const names[4] = RED_NAMES("Reduce", "Ireduce");
-    const char *fn = red_name(names, how);
-    int copy = how.init == GDTE_PINIT_NONE;
+    RED_FN("Reduce", "Ireduce");
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (count > 0 && facts_of(comm, &f)) {
@@ -394,38 +361,30 @@ int gdte_red_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MP
                 if (sbuf == MPI_IN_PLACE) r_in = count;
             }
         }
-        int rc = red_prepare(fn, comm, dt, sbuf, s_in, rbuf, r_in, r_out, copy, &c);
+        int rc = red_prepare(fn, comm, dt, sbuf, s_in, rbuf, r_in, r_out, how, &c);
         if (rc != MPI_SUCCESS) return rc;
     }
-    const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
-    void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = RED_CALL(how, Reduce, Ireduce, s, r, count, dt, op, root);
+    int rc = RED_CALL(how, Reduce, Ireduce, side_arg(c, 0, sbuf), side_arg(c, 1, rbuf), count, dt, op, root);
     return red_complete(c, rc, how);
 }
 
 int gdte_red_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                        gdte_red_how_t how)
 {
-    static const char *const names[4] = RED_NAMES("Allreduce", "Iallreduce");
-    const char *fn = red_name(names, how);
-    int copy = how.init == GDTE_PINIT_NONE;
+    RED_FN("Allreduce", "Iallreduce");
     red_ctx_t *c = NULL;
     if (count > 0) {
-        int rc = red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, count, copy, &c);
+        int rc = red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, count, how, &c);
         if (rc != MPI_SUCCESS) return rc;
     }
-    const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
-    void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = RED_CALL(how, Allreduce, Iallreduce, s, r, count, dt, op);
+    int rc = RED_CALL(how, Allreduce, Iallreduce, side_arg(c, 0, sbuf), side_arg(c, 1, rbuf), count, dt, op);
     return red_complete(c, rc, how);
 }
 
 int gdte_red_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype dt, MPI_Op op,
                             MPI_Comm comm, gdte_red_how_t how)
 {
-    static const char *const names[4] = RED_NAMES("Reduce_scatter", "Ireduce_scatter");
-    const char *fn = red_name(names, how);
-    int copy = how.init == GDTE_PINIT_NONE;
+    RED_FN("Reduce_scatter", "Ireduce_scatter");
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (rcounts && facts_of(comm, &f)) {
@@ -437,54 +396,63 @@ int gdte_red_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], M
         }
         int64_t mine = rcounts[f.rank] > 0 ? rcounts[f.rank] : 0;
         if (ok) {
-            int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, mine, copy, &c);
+            int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, mine, how, &c);
             if (rc != MPI_SUCCESS) return rc;
         }
     }
-    const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
-    void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = RED_CALL(how, Reduce_scatter, Ireduce_scatter, s, r, rcounts, dt, op);
+    int rc = RED_CALL(how, Reduce_scatter, Ireduce_scatter, side_arg(c, 0, sbuf), side_arg(c, 1, rbuf), rcounts, dt, op);
     return red_complete(c, rc, how);
 }
 
 int gdte_red_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                                   gdte_red_how_t how)
 {
-    static const char *const names[4] = RED_NAMES("Reduce_scatter_block", "Ireduce_scatter_block");
-    const char *fn = red_name(names, how);
-    int copy = how.init == GDTE_PINIT_NONE;
+    RED_FN("Reduce_scatter_block", "Ireduce_scatter_block");
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (rcount > 0 && facts_of(comm, &f)) {
         int n = f.size;
         if (f.inter && PMPI_Comm_remote_size(comm, &n) != MPI_SUCCESS) n = 0;
         int64_t total = (int64_t)rcount * n;
-        int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, rcount, copy, &c);
+        int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, rcount, how, &c);
         if (rc != MPI_SUCCESS) return rc;
     }
-    const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
-    void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = RED_CALL(how, Reduce_scatter_block, Ireduce_scatter_block, s, r, rcount, dt, op);
+    int rc = RED_CALL(how, Reduce_scatter_block, Ireduce_scatter_block, side_arg(c, 0, sbuf), side_arg(c, 1, rbuf),
+                      rcount, dt, op);
     return red_complete(c, rc, how);
 }
 
-int gdte_red_scan(int exclusive, const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+/* Scan and Exscan: what they touch. */
+static int scan_prepare(const char *fn, int exclusive, const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
+                        MPI_Comm comm, gdte_red_how_t how, red_ctx_t **c_p)
+{
+    comm_facts_t f;
+    *c_p = NULL;
+    if (count <= 0 || !facts_of(comm, &f)) return MPI_SUCCESS;
+    /* Exscan leaves rank 0's recvbuf undefined: the MPI does not write it, nor do we. */
+    int64_t r_out = exclusive && f.rank == 0 ? 0 : count;
+    return red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, r_out, how, c_p);
+}
+
+int gdte_red_scan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                   gdte_red_how_t how)
 {
-    static const char *const names[2][4] = {RED_NAMES("Scan", "Iscan"), RED_NAMES("Exscan", "Iexscan")};
-    const char *fn = red_name(names[exclusive], how);
-    int copy = how.init == GDTE_PINIT_NONE;
-    comm_facts_t f;
-    red_ctx_t *c = NULL;
-    if (count > 0 && facts_of(comm, &f)) {
-        /* Exscan leaves rank 0's recvbuf undefined: the MPI does not write it, nor do we. */
-        int64_t r_out = exclusive && f.rank == 0 ? 0 : count;
-        int rc = red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, r_out, copy, &c);
-        if (rc != MPI_SUCCESS) return rc;
-    }
-    const void *s = c ? side_arg(c, &c->s, sbuf) : sbuf;
-    void *r = c ? (void *)side_arg(c, &c->r, rbuf) : rbuf;
-    int rc = exclusive ? RED_CALL(how, Exscan, Iexscan, s, r, count, dt, op) : RED_CALL(how, Scan, Iscan, s, r, count, dt, op);
+    RED_FN("Scan", "Iscan");
+    red_ctx_t *c;
+    int rc = scan_prepare(fn, 0, sbuf, rbuf, count, dt, comm, how, &c);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = RED_CALL(how, Scan, Iscan, side_arg(c, 0, sbuf), side_arg(c, 1, rbuf), count, dt, op);
+    return red_complete(c, rc, how);
+}
+
+int gdte_red_exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                    gdte_red_how_t how)
+{
+    RED_FN("Exscan", "Iexscan");
+    red_ctx_t *c;
+    int rc = scan_prepare(fn, 1, sbuf, rbuf, count, dt, comm, how, &c);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = RED_CALL(how, Exscan, Iexscan, side_arg(c, 0, sbuf), side_arg(c, 1, rbuf), count, dt, op);
     return red_complete(c, rc, how);
 }
 
@@ -597,17 +565,8 @@ static pthread_mutex_t red_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static gdte_status_t gpu_reduce_locked(gdte_rop_t rop, gdte_rtype_t rt, const void *in, void *inout, int64_t n)
 {
-    gdte_status_t st = GDTE_OK;
-    if (!red_stream) {
-        if ((st = gdte_gpu_stream_create(&red_stream)) != GDTE_OK) return st;
-        if ((st = gdte_gpu_event_create(&red_ev, 0)) != GDTE_OK) {
-            gdte_gpu_stream_destroy(red_stream);
-            red_stream = NULL;
-            return st;
-        }
-    }
-    if ((st = gdte_gpu_event_record(red_ev, NULL)) != GDTE_OK) return st;
-    if ((st = gdte_gpu_stream_wait_event(red_stream, red_ev)) != GDTE_OK) return st;
+    gdte_status_t st = gdte_coll_stream_after_app(&red_stream, &red_ev);
+    if (st != GDTE_OK) return st;
     st = gdte_reduce_gpu(rop, rt, in, inout, n, red_stream);
     gdte_status_t s2 = gdte_gpu_stream_synchronize(red_stream);
     return st != GDTE_OK ? st : s2;
@@ -665,9 +624,10 @@ int gdte_red_reduce_local(const void *in, void *inout, int count, MPI_Datatype d
     /* Any other operation or datatype: the MPI's own, on device memory when it reads it,
      * else on host mirrors. */
     if (gdte_ipo_gpu_aware()) return RED_NEXT(Reduce_local)(in, inout, count, dt, op);
+    const gdte_red_how_t blocking = {.req = NULL};
     red_ctx_t *c = NULL;
-    int rc = red_prepare(fn, MPI_COMM_WORLD, dt, in, count, inout, count, count, 1, &c);
+    int rc = red_prepare(fn, MPI_COMM_WORLD, dt, in, count, inout, count, count, blocking, &c);
     if (rc != MPI_SUCCESS) return rc;
-    rc = RED_NEXT(Reduce_local)(side_arg(c, &c->s, in), (void *)side_arg(c, &c->r, inout), count, dt, op);
-    return red_complete(c, rc, (gdte_red_how_t){.req = NULL});
+    rc = RED_NEXT(Reduce_local)(side_arg(c, 0, in), side_arg(c, 1, inout), count, dt, op);
+    return red_complete(c, rc, blocking);
 }

@@ -16,28 +16,36 @@
 #include "interpose.h"
 #include "interpose_coll.h" /* gdte_pinit_t, the parameter shapes */
 
-/* The MPI functions the reduction shims call next in the chain. */
-#define GDTE_RED_NEXT_LIST(X)                                                                               \
-    X(Reduce) X(Ireduce) X(Allreduce) X(Iallreduce) X(Reduce_scatter) X(Ireduce_scatter) X(Reduce_scatter_block) \
-    X(Ireduce_scatter_block) X(Scan) X(Iscan) X(Exscan) X(Iexscan) X(Reduce_local)
+/* clang-format off */
+/* The reductions carried, in one table: X(name, nonblocking name, (parameters before comm), (the
+ * same as arguments), f), carried by gdte_red_<f>(arguments, comm, how) below; blocking,
+ * nonblocking and persistent (interpose_coll.h's namings). MPI_Reduce_local is apart. */
+#define GDTE_RED_LIST(X) \
+    X(Reduce, Ireduce, (RF_REDUCE_P, int root), (sendbuf, recvbuf, count, datatype, op, root), reduce) \
+    X(Allreduce, Iallreduce, (RF_REDUCE_P), (sendbuf, recvbuf, count, datatype, op), allreduce) \
+    X(Reduce_scatter, Ireduce_scatter, (RF_RSCAT_P), (sendbuf, recvbuf, recvcounts, datatype, op), reduce_scatter) \
+    X(Reduce_scatter_block, Ireduce_scatter_block, (RF_RSCATB_P), (sendbuf, recvbuf, recvcount, datatype, op), \
+      reduce_scatter_block) \
+    X(Scan, Iscan, (RF_REDUCE_P), (sendbuf, recvbuf, count, datatype, op), scan) \
+    X(Exscan, Iexscan, (RF_REDUCE_P), (sendbuf, recvbuf, count, datatype, op), exscan)
+/* clang-format on */
 
+/* The next definitions of the blocking and nonblocking forms, and of MPI_Reduce_local. */
 typedef struct gdte_red_next {
-#define GDTE_X_RED_FIELD(name) __typeof__(&PMPI_##name) name;
-    GDTE_RED_NEXT_LIST(GDTE_X_RED_FIELD)
+#define GDTE_X_RED_FIELD(name, iname, ...) __typeof__(&PMPI_##name) name; __typeof__(&PMPI_##iname) iname;
+    GDTE_RED_LIST(GDTE_X_RED_FIELD)
 #undef GDTE_X_RED_FIELD
+    __typeof__(&PMPI_Reduce_local) Reduce_local;
 } gdte_red_next_t;
 extern gdte_red_next_t gdte_red_next_g;
 #define RED_NEXT(name) (gdte_red_next_g.name)
 
-/* The persistent forms (interpose_coll.h's namings): X(name, (parameters before comm)). */
-#define GDTE_RED_INIT_LIST(X)                                                                       \
-    X(Reduce, (RF_REDUCE_P, int root)) X(Allreduce, (RF_REDUCE_P)) X(Reduce_scatter, (RF_RSCAT_P))   \
-    X(Reduce_scatter_block, (RF_RSCATB_P)) X(Scan, (RF_REDUCE_P)) X(Exscan, (RF_REDUCE_P))
-
-/* Their next definitions per naming (gdte_pinit_t; NULL where the MPI has none). */
+/* The next definitions of the persistent forms, per naming (gdte_pinit_t; NULL where the MPI has
+ * none). */
 typedef struct gdte_red_init_next {
-#define GDTE_X_RED_INIT_FIELD(name, params) int (*name)(GDTE_PI_UNPAREN params, MPI_Comm, MPI_Info, MPI_Request *);
-    GDTE_RED_INIT_LIST(GDTE_X_RED_INIT_FIELD)
+#define GDTE_X_RED_INIT_FIELD(name, iname, params, ...) \
+    int (*name)(GDTE_PI_UNPAREN params, MPI_Comm, MPI_Info, MPI_Request *);
+    GDTE_RED_LIST(GDTE_X_RED_INIT_FIELD)
 #undef GDTE_X_RED_INIT_FIELD
 } gdte_red_init_next_t;
 extern gdte_red_init_next_t gdte_red_init_next_g[3];
@@ -64,9 +72,10 @@ int gdte_red_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], M
                             MPI_Comm comm, gdte_red_how_t how);
 int gdte_red_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                                   gdte_red_how_t how);
-/* Scan (exclusive 0) and Exscan (1). */
-int gdte_red_scan(int exclusive, const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+int gdte_red_scan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                   gdte_red_how_t how);
+int gdte_red_exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                    gdte_red_how_t how);
 int gdte_red_reduce_local(const void *in, void *inout, int count, MPI_Datatype dt, MPI_Op op);
 
 #endif
