@@ -85,6 +85,17 @@ static void ret(F *ierr, int rc)
 {
     if (ierr) *ierr = (F)rc;
 }
+/* The same, and a new request or communicator handed back where the call succeeded. */
+static void ret_req(F *ierr, int rc, F *freq, MPI_Request q)
+{
+    if (rc == MPI_SUCCESS) *freq = MPI_Request_c2f(q);
+    ret(ierr, rc);
+}
+static void ret_comm(F *ierr, int rc, F *fcomm, MPI_Comm c)
+{
+    if (rc == MPI_SUCCESS) *fcomm = MPI_Comm_c2f(c);
+    ret(ierr, rc);
+}
 
 #define CT(x) MPI_Type_f2c(*(x))
 #define CC(x) MPI_Comm_f2c(*(x))
@@ -101,28 +112,34 @@ typedef struct {
     int *i;
 } arrays_t;
 
-static int arrays_get(arrays_t *a, int n, const F *freqs)
+static void arrays_drop(arrays_t *a)
+{
+    if (a->r != a->small_r) free(a->r), free(a->s), free(a->i);
+}
+
+/* The n requests converted; 0 (MPI_ERR_NO_MEM in ierr, nothing held) without memory for them. */
+static int arrays_get(arrays_t *a, int n, const F *freqs, F *ierr)
 {
     a->r = a->small_r, a->s = a->small_s, a->i = a->small_i;
     if (n > SMALL) {
         a->r = malloc((size_t)n * sizeof *a->r);
         a->s = malloc((size_t)n * sizeof *a->s);
         a->i = malloc((size_t)n * sizeof *a->i);
-        if (!a->r || !a->s || !a->i) return MPI_ERR_NO_MEM;
+        if (!a->r || !a->s || !a->i) {
+            arrays_drop(a);
+            ret(ierr, MPI_ERR_NO_MEM);
+            return 0;
+        }
     }
     for (int k = 0; k < n; k++) a->r[k] = MPI_Request_f2c(freqs[k]);
-    return MPI_SUCCESS;
+    return 1;
 }
 
+/* The requests back, and the scratch released. */
 static void arrays_put(arrays_t *a, int n, F *freqs)
 {
     for (int k = 0; k < n; k++) freqs[k] = MPI_Request_c2f(a->r[k]);
-    if (a->r != a->small_r) free(a->r), free(a->s), free(a->i);
-}
-
-static void arrays_drop(arrays_t *a)
-{
-    if (a->r != a->small_r) free(a->r), free(a->s), free(a->i);
+    arrays_drop(a);
 }
 
 /* ---- the bodies ---- */
@@ -152,8 +169,7 @@ SEND_BODY(rsend, Rsend)
     {                                                                                                  \
         MPI_Request r = MPI_REQUEST_NULL;                                                              \
         int rc = MPI_##Camel(fbuf(buf), (int)*count, CT(dt), (int)*peer, (int)*tag, CC(comm), &r);     \
-        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(r);                                              \
-        ret(ierr, rc);                                                                                 \
+        ret_req(ierr, rc, req, r);                                                                     \
     }
 REQ_BODY(isend, Isend)
 REQ_BODY(issend, Issend)
@@ -249,32 +265,28 @@ static void f_comm_dup(F *comm, F *newcomm, F *ierr)
 {
     MPI_Comm n = MPI_COMM_NULL;
     int rc = MPI_Comm_dup(CC(comm), &n);
-    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
-    ret(ierr, rc);
+    ret_comm(ierr, rc, newcomm, n);
 }
 
 static void f_comm_split(F *comm, F *color, F *key, F *newcomm, F *ierr)
 {
     MPI_Comm n = MPI_COMM_NULL;
     int rc = MPI_Comm_split(CC(comm), (int)*color, (int)*key, &n);
-    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
-    ret(ierr, rc);
+    ret_comm(ierr, rc, newcomm, n);
 }
 
 static void f_comm_split_type(F *comm, F *type, F *key, F *info, F *newcomm, F *ierr)
 {
     MPI_Comm n = MPI_COMM_NULL;
     int rc = MPI_Comm_split_type(CC(comm), (int)*type, (int)*key, MPI_Info_f2c(*info), &n);
-    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
-    ret(ierr, rc);
+    ret_comm(ierr, rc, newcomm, n);
 }
 
 static void f_comm_create(F *comm, F *group, F *newcomm, F *ierr)
 {
     MPI_Comm n = MPI_COMM_NULL;
     int rc = MPI_Comm_create(CC(comm), MPI_Group_f2c(*group), &n);
-    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
-    ret(ierr, rc);
+    ret_comm(ierr, rc, newcomm, n);
 }
 
 static void f_cart_create(F *comm, F *ndims, F *dims, F *periods, F *reorder, F *newcomm, F *ierr)
@@ -289,8 +301,7 @@ static void f_cart_create(F *comm, F *ndims, F *dims, F *periods, F *reorder, F 
     MPI_Comm n = MPI_COMM_NULL;
     int rc = MPI_Cart_create(CC(comm), nd, d, d + nd, *reorder != 0, &n);
     free(d);
-    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
-    ret(ierr, rc);
+    ret_comm(ierr, rc, newcomm, n);
 }
 
 static void f_cart_sub(F *comm, F *remain, F *newcomm, F *ierr)
@@ -306,8 +317,7 @@ static void f_cart_sub(F *comm, F *remain, F *newcomm, F *ierr)
     MPI_Comm n = MPI_COMM_NULL;
     int rc = MPI_Cart_sub(CC(comm), r, &n);
     free(r);
-    if (rc == MPI_SUCCESS) *newcomm = MPI_Comm_c2f(n);
-    ret(ierr, rc);
+    ret_comm(ierr, rc, newcomm, n);
 }
 
 static void f_mrecv(void *buf, F *count, F *dt, F *msg, F *status, F *ierr)
@@ -341,13 +351,9 @@ static void f_start(F *req, F *ierr)
 static void f_startall(F *count, F *reqs, F *ierr)
 {
     arrays_t a;
-    int n = (int)*count, rc = arrays_get(&a, n, reqs);
-    if (rc != MPI_SUCCESS) {
-        arrays_drop(&a);
-        ret(ierr, rc);
-        return;
-    }
-    rc = MPI_Startall(n, a.r);
+    int n = (int)*count;
+    if (!arrays_get(&a, n, reqs, ierr)) return;
+    int rc = MPI_Startall(n, a.r);
     arrays_put(&a, n, reqs);
     ret(ierr, rc);
 }
@@ -402,13 +408,9 @@ static void statuses_out(int rc, const arrays_t *a, int n, F *fst)
 static void f_waitall(F *count, F *reqs, F *statuses, F *ierr)
 {
     arrays_t a;
-    int n = (int)*count, rc = arrays_get(&a, n, reqs);
-    if (rc != MPI_SUCCESS) {
-        arrays_drop(&a);
-        ret(ierr, rc);
-        return;
-    }
-    rc = MPI_Waitall(n, a.r, statuses_ignored(statuses) ? MPI_STATUSES_IGNORE : a.s);
+    int n = (int)*count;
+    if (!arrays_get(&a, n, reqs, ierr)) return;
+    int rc = MPI_Waitall(n, a.r, statuses_ignored(statuses) ? MPI_STATUSES_IGNORE : a.s);
     statuses_out(rc, &a, n, statuses);
     arrays_put(&a, n, reqs);
     ret(ierr, rc);
@@ -417,13 +419,9 @@ static void f_waitall(F *count, F *reqs, F *statuses, F *ierr)
 static void f_testall(F *count, F *reqs, F *flag, F *statuses, F *ierr)
 {
     arrays_t a;
-    int n = (int)*count, fl = 0, rc = arrays_get(&a, n, reqs);
-    if (rc != MPI_SUCCESS) {
-        arrays_drop(&a);
-        ret(ierr, rc);
-        return;
-    }
-    rc = MPI_Testall(n, a.r, &fl, statuses_ignored(statuses) ? MPI_STATUSES_IGNORE : a.s);
+    int n = (int)*count, fl = 0;
+    if (!arrays_get(&a, n, reqs, ierr)) return;
+    int rc = MPI_Testall(n, a.r, &fl, statuses_ignored(statuses) ? MPI_STATUSES_IGNORE : a.s);
     *flag = fl ? 1 : 0;
     if (fl || rc == MPI_ERR_IN_STATUS) statuses_out(rc, &a, n, statuses);
     arrays_put(&a, n, reqs);
@@ -434,13 +432,9 @@ static void f_waitany(F *count, F *reqs, F *index, F *status, F *ierr)
 {
     arrays_t a;
     MPI_Status c, *cs = fstatus(status, &c);
-    int n = (int)*count, idx = MPI_UNDEFINED, rc = arrays_get(&a, n, reqs);
-    if (rc != MPI_SUCCESS) {
-        arrays_drop(&a);
-        ret(ierr, rc);
-        return;
-    }
-    rc = MPI_Waitany(n, a.r, &idx, cs);
+    int n = (int)*count, idx = MPI_UNDEFINED;
+    if (!arrays_get(&a, n, reqs, ierr)) return;
+    int rc = MPI_Waitany(n, a.r, &idx, cs);
     *index = idx == MPI_UNDEFINED ? MPI_UNDEFINED : idx + 1;
     status_out(rc, cs, status);
     arrays_put(&a, n, reqs);
@@ -451,13 +445,9 @@ static void f_testany(F *count, F *reqs, F *index, F *flag, F *status, F *ierr)
 {
     arrays_t a;
     MPI_Status c, *cs = fstatus(status, &c);
-    int n = (int)*count, idx = MPI_UNDEFINED, fl = 0, rc = arrays_get(&a, n, reqs);
-    if (rc != MPI_SUCCESS) {
-        arrays_drop(&a);
-        ret(ierr, rc);
-        return;
-    }
-    rc = MPI_Testany(n, a.r, &idx, &fl, cs);
+    int n = (int)*count, idx = MPI_UNDEFINED, fl = 0;
+    if (!arrays_get(&a, n, reqs, ierr)) return;
+    int rc = MPI_Testany(n, a.r, &idx, &fl, cs);
     *index = idx == MPI_UNDEFINED ? MPI_UNDEFINED : idx + 1;
     *flag = fl ? 1 : 0;
     if (fl) status_out(rc, cs, status);
@@ -468,14 +458,10 @@ static void f_testany(F *count, F *reqs, F *index, F *flag, F *status, F *ierr)
 static void some(int test, F *incount, F *reqs, F *outcount, F *indices, F *statuses, F *ierr)
 {
     arrays_t a;
-    int n = (int)*incount, out = 0, rc = arrays_get(&a, n, reqs);
-    if (rc != MPI_SUCCESS) {
-        arrays_drop(&a);
-        ret(ierr, rc);
-        return;
-    }
+    int n = (int)*incount, out = 0;
+    if (!arrays_get(&a, n, reqs, ierr)) return;
     MPI_Status *cs = statuses_ignored(statuses) ? MPI_STATUSES_IGNORE : a.s;
-    rc = test ? MPI_Testsome(n, a.r, &out, a.i, cs) : MPI_Waitsome(n, a.r, &out, a.i, cs);
+    int rc = test ? MPI_Testsome(n, a.r, &out, a.i, cs) : MPI_Waitsome(n, a.r, &out, a.i, cs);
     *outcount = out;
     if (out != MPI_UNDEFINED) {
         for (int k = 0; k < out; k++) indices[k] = a.i[k] + 1;
@@ -512,45 +498,14 @@ static void f_type_free(F *dt, F *ierr)
     ret(ierr, rc);
 }
 
-/* ---- reductions ---- */
-static void f_reduce(void *s, void *r, F *count, F *dt, F *op, F *root, F *comm, F *ierr)
-{
-    ret(ierr, MPI_Reduce(fsbuf(s), fbuf(r), (int)*count, CT(dt), CO(op), (int)*root, CC(comm)));
-}
-static void f_ireduce(void *s, void *r, F *count, F *dt, F *op, F *root, F *comm, F *req, F *ierr)
-{
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Ireduce(fsbuf(s), fbuf(r), (int)*count, CT(dt), CO(op), (int)*root, CC(comm), &q);
-    if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);
-    ret(ierr, rc);
-}
-
-/* (sendbuf, recvbuf, count, type, op, comm) and the nonblocking twin. */
-#define RED_BODY(lower, Camel, CountT, CARG)                                                             \
-    static void f_##lower(void *s, void *r, CountT count, F *dt, F *op, F *comm, F *ierr)                \
-    {                                                                                                    \
-        ret(ierr, MPI_##Camel(fsbuf(s), fbuf(r), CARG, CT(dt), CO(op), CC(comm)));                       \
-    }                                                                                                    \
-    static void f_i##lower(void *s, void *r, CountT count, F *dt, F *op, F *comm, F *req, F *ierr)       \
-    {                                                                                                    \
-        MPI_Request q = MPI_REQUEST_NULL;                                                                \
-        int rc = MPI_I##lower(fsbuf(s), fbuf(r), CARG, CT(dt), CO(op), CC(comm), &q);                    \
-        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                                                \
-        ret(ierr, rc);                                                                                   \
-    }
-RED_BODY(allreduce, Allreduce, F *, (int)*count)
-RED_BODY(reduce_scatter_block, Reduce_scatter_block, F *, (int)*count)
-RED_BODY(scan, Scan, F *, (int)*count)
-RED_BODY(exscan, Exscan, F *, (int)*count)
-/* MPI_Fint is int: the counts array goes through as it is. */
-RED_BODY(reduce_scatter, Reduce_scatter, F *, (const int *)count)
-
+/* ---- reductions (the collective ones with the collectives below) ---- */
 static void f_reduce_local(void *in, void *inout, F *count, F *dt, F *op, F *ierr)
 {
     ret(ierr, MPI_Reduce_local(fbuf(in), fbuf(inout), (int)*count, CT(dt), CO(op)));
 }
 
-/* ---- collectives (interpose_coll.c): blocking, nonblocking, persistent ----
+/* ---- collectives and reductions (interpose_coll.c, interpose_reduce.c): blocking, nonblocking,
+ * persistent ----
  * COLL3(lower, Camel, (Fortran parameters), (C arguments), (before), (after)) defines f_<lower>,
  * f_i<lower> and, where the MPI declares them, the persistent fx_<lower>_init (Open MPI's
  * MPIX_<Camel>_init) and f4_<lower>_init (MPI-4's MPI_<Camel>_init). `before` may set `rc` to
@@ -572,9 +527,8 @@ static void f_reduce_local(void *in, void *inout, F *count, F *dt, F *op, F *ier
         MPI_Request q = MPI_REQUEST_NULL;                                     \
         U_ PRE;                                                               \
         if (rc == MPI_SUCCESS) rc = MPI_I##lower(U_ CA, CC(comm), &q);        \
-        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                     \
         U_ POST;                                                              \
-        ret(ierr, rc);                                                        \
+        ret_req(ierr, rc, req, q);                                            \
     }
 #define COLL_PINIT(fname, cfn, FP, CA, PRE, POST)                              \
     static void fname(U_ FP, F *comm, F *info, F *req, F *ierr)               \
@@ -583,9 +537,8 @@ static void f_reduce_local(void *in, void *inout, F *count, F *dt, F *op, F *ier
         MPI_Request q = MPI_REQUEST_NULL;                                     \
         U_ PRE;                                                               \
         if (rc == MPI_SUCCESS) rc = cfn(U_ CA, CC(comm), MPI_Info_f2c(*info), &q); \
-        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                     \
         U_ POST;                                                              \
-        ret(ierr, rc);                                                        \
+        ret_req(ierr, rc, req, q);                                            \
     }
 #ifdef GDTE_HAVE_MPIX_PCOLL
 #define COLL_PX(lower, Camel, FP, CA, PRE, POST) COLL_PINIT(fx_##lower##_init, MPIX_##Camel##_init, FP, CA, PRE, POST)
@@ -699,35 +652,16 @@ static void wtypes_put(wtypes_t *w)
 COLL3(alltoallw, Alltoallw, FP_W, CA_W, PRE_W(0), POST_W)
 COLL3(neighbor_alltoallw, Neighbor_alltoallw, FP_WA, CA_WA, PRE_W(1), POST_W)
 
-/* Persistent reductions (the blocking and nonblocking ones are above). */
-#define RED_PINIT(fname, cfn, FP, CA) \
-    static void fname(U_ FP, F *comm, F *info, F *req, F *ierr)                   \
-    {                                                                             \
-        MPI_Request q = MPI_REQUEST_NULL;                                         \
-        int rc = cfn(U_ CA, CC(comm), MPI_Info_f2c(*info), &q);                   \
-        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                         \
-        ret(ierr, rc);                                                            \
-    }
+/* Reductions: (sendbuf, recvbuf, count or recvcounts, datatype, op[, root]). */
 #define FP_RED (void *s, void *r, F *count, F *dt, F *op)
 #define CA_RED (fsbuf(s), fbuf(r), (int)*count, CT(dt), CO(op))
-#define FP_REDR (void *s, void *r, F *count, F *dt, F *op, F *root)
-#define CA_REDR (fsbuf(s), fbuf(r), (int)*count, CT(dt), CO(op), (int)*root)
-#define CA_RSCAT (fsbuf(s), fbuf(r), (const int *)count, CT(dt), CO(op))
-#define RED_PINITS(P, pfx)                                                        \
-    RED_PINIT(P(reduce), pfx##Reduce_init, FP_REDR, CA_REDR)                      \
-    RED_PINIT(P(allreduce), pfx##Allreduce_init, FP_RED, CA_RED)                  \
-    RED_PINIT(P(reduce_scatter), pfx##Reduce_scatter_init, FP_RED, CA_RSCAT)      \
-    RED_PINIT(P(reduce_scatter_block), pfx##Reduce_scatter_block_init, FP_RED, CA_RED) \
-    RED_PINIT(P(scan), pfx##Scan_init, FP_RED, CA_RED)                            \
-    RED_PINIT(P(exscan), pfx##Exscan_init, FP_RED, CA_RED)
-#ifdef GDTE_HAVE_MPIX_PCOLL
-#define FX_NAME(lower) fx_##lower##_init
-RED_PINITS(FX_NAME, MPIX_)
-#endif
-#ifdef GDTE_HAVE_MPI4_PCOLL
-#define F4_NAME(lower) f4_##lower##_init
-RED_PINITS(F4_NAME, MPI_)
-#endif
+COLL3(allreduce, Allreduce, FP_RED, CA_RED, NONE_, NONE_)
+COLL3(reduce_scatter_block, Reduce_scatter_block, FP_RED, CA_RED, NONE_, NONE_)
+COLL3(scan, Scan, FP_RED, CA_RED, NONE_, NONE_)
+COLL3(exscan, Exscan, FP_RED, CA_RED, NONE_, NONE_)
+COLL3(reduce_scatter, Reduce_scatter, FP_RED, (fsbuf(s), fbuf(r), (const int *)count, CT(dt), CO(op)), NONE_, NONE_)
+COLL3(reduce, Reduce, (void *s, void *r, F *count, F *dt, F *op, F *root),
+      (fsbuf(s), fbuf(r), (int)*count, CT(dt), CO(op), (int)*root), NONE_, NONE_)
 
 /* ---- the calls gdte refuses on device memory (refuse.h): their C shims give the refusal ---- */
 #define CW(x) MPI_Win_f2c(*(x))
@@ -744,8 +678,7 @@ RED_PINITS(F4_NAME, MPI_)
     {                                                                                                           \
         MPI_Request q = MPI_REQUEST_NULL;                                                                       \
         int rc = MPI_R##lower(fbuf(o), (int)*oc, CT(odt), (int)*trank, *tdisp, (int)*tc, CT(tdt) OPA, CW(win), &q); \
-        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                                                       \
-        ret(ierr, rc);                                                                                          \
+        ret_req(ierr, rc, req, q);                                                                              \
     }
 RMA_BODY(put, Put, , )
 RMA_BODY(get, Get, , )
@@ -760,8 +693,7 @@ static void f_rget_accumulate(GETACC_FP, F *req, F *ierr)
 {
     MPI_Request q = MPI_REQUEST_NULL;
     int rc = MPI_Rget_accumulate(GETACC_CA, &q);
-    if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);
-    ret(ierr, rc);
+    ret_req(ierr, rc, req, q);
 }
 static void f_fetch_and_op(void *o, void *res, F *dt, F *trank, MPI_Aint *tdisp, F *op, F *win, F *ierr)
 {
@@ -798,8 +730,7 @@ static void f_win_attach(F *win, void *base, MPI_Aint *size, F *ierr)
     {                                                                                          \
         MPI_Request q = MPI_REQUEST_NULL;                                                      \
         int rc = MPI_##Camel(CF(fh) CPOS, fbuf(buf), (int)*count, CT(dt), &q);                 \
-        if (rc == MPI_SUCCESS) *req = MPI_Request_c2f(q);                                      \
-        ret(ierr, rc);                                                                         \
+        ret_req(ierr, rc, req, q);                                                             \
     }
 #define IO_BEGIN(lower, Camel, FPOS, CPOS)                                                     \
     static void f_##lower(F *fh FPOS, void *buf, F *count, F *dt, F *ierr)                     \

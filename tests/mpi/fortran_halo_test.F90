@@ -32,31 +32,7 @@ program fortran_halo_test
   use iso_c_binding
   implicit none
   interface
-    function ft_dev_alloc(bytes) bind(C, name='ft_dev_alloc') result(p)
-      import :: c_ptr, c_int64_t
-      integer(c_int64_t), value :: bytes
-      type(c_ptr) :: p
-    end function
-    subroutine ft_dev_free(p) bind(C, name='ft_dev_free')
-      import :: c_ptr
-      type(c_ptr), value :: p
-    end subroutine
-    function ft_gdte_traffic() bind(C, name='ft_gdte_traffic') result(n)
-      import :: c_int64_t
-      integer(c_int64_t) :: n
-    end function
-    function ft_expect_gdte() bind(C, name='ft_expect_gdte') result(n)
-      import :: c_int
-      integer(c_int) :: n
-    end function
-    function ft_expect_refuse() bind(C, name='ft_expect_refuse') result(n)
-      import :: c_int
-      integer(c_int) :: n
-    end function
-    function ft_coll_calls() bind(C, name='ft_coll_calls') result(n)
-      import :: c_int64_t
-      integer(c_int64_t) :: n
-    end function
+#include "fortran_helper.inc"
   end interface
 
   integer, parameter :: nx = 13, ny = 7

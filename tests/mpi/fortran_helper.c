@@ -1,5 +1,6 @@
 /*
- * C helpers of the Fortran test (fortran_halo_test.F90), called through bind(C): "device"
+ * C helpers of the Fortran tests (fortran_halo_test.F90, fortran_calls_test.F90; their interface
+ * blocks are fortran_helper.inc), called through bind(C): "device"
  * memory for it (host memory registered with libgdte_mpi.so's fake-device hook, reached through
  * a weak reference as the C tests do in mpitest.h) and gdte's counters.
  */
@@ -60,6 +61,3 @@ int ft_expect_refuse(void)
     const char *ga = getenv("GDTE_MPI_GPU_AWARE");
     return ft_expect_gdte() && !(ga && !strcmp(ga, "1"));
 }
-
-/* 1 when libgdte_mpi.so is loaded (its counter hook is bound). */
-int ft_gdte_loaded(void) { return gdte_mpi_counter != NULL; }
