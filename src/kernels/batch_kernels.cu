@@ -192,23 +192,21 @@ extern "C" gdte_status_t gdte_gpu_exec_batch(const gdte_batch_piece_t *pieces, i
 {
     if (n <= 0) return GDTE_OK;
     if (!pieces || !dscratch) return GDTE_ERR_INVALID_ARG;
-    bpiece *h = (bpiece *)malloc((size_t)n * sizeof *h);
+    /* The list on the stack for the usual few pieces, as the host backend's (batch_host.c). */
+    bpiece small[16], *h = n <= 16 ? small : (bpiece *)malloc((size_t)n * sizeof *h);
     if (!h) return GDTE_ERR_NO_MEMORY;
     int64_t nch = 0;
     gdte_status_t st = gdte_batch_plan(pieces, n, packed, h, &nch);
-    if (st != GDTE_OK || nch == 0) {
-        free(h);
-        return st;
-    }
-    hipError_t e = hipMemcpyAsync(dscratch, h, (size_t)n * sizeof *h, hipMemcpyHostToDevice, (hipStream_t)stream);
+    hipError_t e = hipSuccess;
+    if (st == GDTE_OK && nch > 0)
+        e = hipMemcpyAsync(dscratch, h, (size_t)n * sizeof *h, hipMemcpyHostToDevice, (hipStream_t)stream);
+    /* A pageable source: the runtime has read `h` when the copy returns (or failed), so it may go. */
+    if (h != small) free(h);
+    if (st != GDTE_OK || nch == 0) return st;
     if (e != hipSuccess) {
-        /* The copy from pageable memory has read `h` when it returns, or failed. */
-        free(h);
         gdte_error("batched executor: work list upload failed: %s", hipGetErrorString(e));
         return GDTE_ERR_GPU;
     }
-    /* A pageable source: the runtime staged it before returning, so `h` may go. */
-    free(h);
     unsigned grid = (unsigned)(nch < BMAX_GRID ? nch : BMAX_GRID);
     bargs A = {(const bpiece *)dscratch, n, nch};
     if (dir == GDTE_DIR_PACK)

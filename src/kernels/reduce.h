@@ -104,6 +104,19 @@ gdte_status_t gdte_reduce_gpu(gdte_rop_t op, gdte_rtype_t t, const void *in, voi
         else if ((o).v == (i).v && (i).k < (o).k) (o).k = (i).k; \
     } while (0)
 
+/* Which rule each operation takes, per element family: X(operation, rule, ...), the rest of the
+ * arguments passed along; the host twin and the kernels dispatch through these (integers and C
+ * bool; floating point; pairs). */
+#define GDTE_RED_INT_RULES(X, ...)                                                                        \
+    X(SUM, GDTE_RED_SUM, __VA_ARGS__) X(PROD, GDTE_RED_PROD, __VA_ARGS__) X(MIN, GDTE_RED_MIN, __VA_ARGS__) \
+    X(MAX, GDTE_RED_MAX, __VA_ARGS__) X(LAND, GDTE_RED_LAND, __VA_ARGS__) X(LOR, GDTE_RED_LOR, __VA_ARGS__) \
+    X(LXOR, GDTE_RED_LXOR, __VA_ARGS__) X(BAND, GDTE_RED_BAND, __VA_ARGS__) X(BOR, GDTE_RED_BOR, __VA_ARGS__) \
+    X(BXOR, GDTE_RED_BXOR, __VA_ARGS__)
+#define GDTE_RED_FLOAT_RULES(X, ...)                                                                        \
+    X(SUM, GDTE_RED_FSUM, __VA_ARGS__) X(PROD, GDTE_RED_FPROD, __VA_ARGS__) X(MIN, GDTE_RED_MIN, __VA_ARGS__) \
+    X(MAX, GDTE_RED_MAX, __VA_ARGS__)
+#define GDTE_RED_PAIR_RULES(X, ...) X(MINLOC, GDTE_RED_MINLOC, __VA_ARGS__) X(MAXLOC, GDTE_RED_MAXLOC, __VA_ARGS__)
+
 /* The pair layouts. */
 #define GDTE_RED_PAIRS(X) \
     X(FLOAT_INT, float) X(DOUBLE_INT, double) X(LONG_INT, int64_t) X(2INT, int32_t) X(SHORT_INT, int16_t)

@@ -36,29 +36,13 @@ int gdte_reduce_supported(gdte_rop_t op, gdte_rtype_t t)
         for (int64_t j_ = 0; j_ < n; j_++) RULE(T, UT, o_[j_], a_[j_]); \
     } while (0)
 
-/* The integer rules; floating point differs in SUM/PROD (no unsigned twin) and has no logical
- * or bitwise ones. */
-#define RED_INT_OPS(T, UT)                                      \
-    switch (op) {                                               \
-    case GDTE_ROP_SUM: RED_LOOP(GDTE_RED_SUM, T, UT); break;    \
-    case GDTE_ROP_PROD: RED_LOOP(GDTE_RED_PROD, T, UT); break;  \
-    case GDTE_ROP_MIN: RED_LOOP(GDTE_RED_MIN, T, UT); break;    \
-    case GDTE_ROP_MAX: RED_LOOP(GDTE_RED_MAX, T, UT); break;    \
-    case GDTE_ROP_LAND: RED_LOOP(GDTE_RED_LAND, T, UT); break;  \
-    case GDTE_ROP_LOR: RED_LOOP(GDTE_RED_LOR, T, UT); break;    \
-    case GDTE_ROP_LXOR: RED_LOOP(GDTE_RED_LXOR, T, UT); break;  \
-    case GDTE_ROP_BAND: RED_LOOP(GDTE_RED_BAND, T, UT); break;  \
-    case GDTE_ROP_BOR: RED_LOOP(GDTE_RED_BOR, T, UT); break;    \
-    case GDTE_ROP_BXOR: RED_LOOP(GDTE_RED_BXOR, T, UT); break;  \
-    default: break;                                             \
-    }
-#define RED_FLOAT_OPS(T, UT)                                     \
-    switch (op) {                                                \
-    case GDTE_ROP_SUM: RED_LOOP(GDTE_RED_FSUM, T, UT); break;    \
-    case GDTE_ROP_PROD: RED_LOOP(GDTE_RED_FPROD, T, UT); break;  \
-    case GDTE_ROP_MIN: RED_LOOP(GDTE_RED_MIN, T, UT); break;     \
-    case GDTE_ROP_MAX: RED_LOOP(GDTE_RED_MAX, T, UT); break;     \
-    default: break;                                              \
+/* The loop of `op` by the rules of one family (reduce.h) on elements T (unsigned twin UT). */
+#define RED_CASE(OP, RULE, T, UT)                    \
+    case GDTE_ROP_##OP: RED_LOOP(RULE, T, UT); break;
+#define RED_OPS(RULES, T, UT)       \
+    switch (op) {                   \
+        RULES(RED_CASE, T, UT)      \
+    default: break;                 \
     }
 
 gdte_status_t gdte_reduce_host(gdte_rop_t op, gdte_rtype_t t, const void *in, void *inout, int64_t n)
@@ -68,19 +52,16 @@ gdte_status_t gdte_reduce_host(gdte_rop_t op, gdte_rtype_t t, const void *in, vo
     if (!in || !inout) return GDTE_ERR_INVALID_ARG;
     switch (t) {
 #define GDTE_X_INT(id, T, UT) \
-    case GDTE_RT_##id: RED_INT_OPS(T, UT) break;
+    case GDTE_RT_##id: RED_OPS(GDTE_RED_INT_RULES, T, UT) break;
         GDTE_RED_INTS(GDTE_X_INT)
 #undef GDTE_X_INT
 #define GDTE_X_FLT(id, T, UT) \
-    case GDTE_RT_##id: RED_FLOAT_OPS(T, UT) break;
+    case GDTE_RT_##id: RED_OPS(GDTE_RED_FLOAT_RULES, T, UT) break;
         GDTE_RED_FLOATS(GDTE_X_FLT)
 #undef GDTE_X_FLT
-    case GDTE_RT_BOOL: RED_INT_OPS(uint8_t, uint8_t) break;
-#define GDTE_X_PAIR(id, VT)                                                                         \
-    case GDTE_RT_##id:                                                                              \
-        if (op == GDTE_ROP_MINLOC) RED_LOOP(GDTE_RED_MINLOC, gdte_red_pair_##id##_t, gdte_red_pair_##id##_t); \
-        else RED_LOOP(GDTE_RED_MAXLOC, gdte_red_pair_##id##_t, gdte_red_pair_##id##_t);            \
-        break;
+    case GDTE_RT_BOOL: RED_OPS(GDTE_RED_INT_RULES, uint8_t, uint8_t) break;
+#define GDTE_X_PAIR(id, VT) \
+    case GDTE_RT_##id: RED_OPS(GDTE_RED_PAIR_RULES, gdte_red_pair_##id##_t, gdte_red_pair_##id##_t) break;
         GDTE_RED_PAIRS(GDTE_X_PAIR)
 #undef GDTE_X_PAIR
     default: return GDTE_ERR_UNSUPPORTED;

@@ -30,25 +30,15 @@ struct red_args {
     int64_t n;
 };
 
-/* Rule R of reduce.h as a functor. */
-#define RED_FUNCTOR(name, RULE)                                                      \
-    template <typename T, typename UT> struct name {                                 \
+/* Rule RULE of reduce.h as a functor, f_RULE (one per rule: MIN and MAX serve two families). */
+#define RED_FUNCTOR(OP, RULE, ...)                                                     \
+    template <typename T, typename UT> struct f_##RULE {                               \
         static __device__ __forceinline__ void apply(T &o, const T &i) { RULE(T, UT, o, i); } \
     };
-RED_FUNCTOR(f_sum, GDTE_RED_SUM)
-RED_FUNCTOR(f_prod, GDTE_RED_PROD)
-RED_FUNCTOR(f_fsum, GDTE_RED_FSUM)
-RED_FUNCTOR(f_fprod, GDTE_RED_FPROD)
-RED_FUNCTOR(f_min, GDTE_RED_MIN)
-RED_FUNCTOR(f_max, GDTE_RED_MAX)
-RED_FUNCTOR(f_land, GDTE_RED_LAND)
-RED_FUNCTOR(f_lor, GDTE_RED_LOR)
-RED_FUNCTOR(f_lxor, GDTE_RED_LXOR)
-RED_FUNCTOR(f_band, GDTE_RED_BAND)
-RED_FUNCTOR(f_bor, GDTE_RED_BOR)
-RED_FUNCTOR(f_bxor, GDTE_RED_BXOR)
-RED_FUNCTOR(f_minloc, GDTE_RED_MINLOC)
-RED_FUNCTOR(f_maxloc, GDTE_RED_MAXLOC)
+GDTE_RED_INT_RULES(RED_FUNCTOR, )
+RED_FUNCTOR(SUM, GDTE_RED_FSUM, )
+RED_FUNCTOR(PROD, GDTE_RED_FPROD, )
+GDTE_RED_PAIR_RULES(RED_FUNCTOR, )
 
 template <typename T, typename F> __global__ void k_reduce(red_args a)
 {
@@ -84,20 +74,14 @@ template <typename T, typename F> static gdte_status_t launch(const void *in, vo
     return GDTE_ERR_GPU;
 }
 
+/* The kernel of `op` by the rules of one family (reduce.h) on elements T (unsigned twin UT). */
+#define RED_CASE(OP, RULE, T, UT) \
+    case GDTE_ROP_##OP: return launch<T, f_##RULE<T, UT> >(in, io, n, s);
 template <typename T, typename UT> static gdte_status_t int_ops(gdte_rop_t op, const void *in, void *io, int64_t n,
                                                                 gdte_stream_t s)
 {
     switch (op) {
-    case GDTE_ROP_SUM: return launch<T, f_sum<T, UT> >(in, io, n, s);
-    case GDTE_ROP_PROD: return launch<T, f_prod<T, UT> >(in, io, n, s);
-    case GDTE_ROP_MIN: return launch<T, f_min<T, UT> >(in, io, n, s);
-    case GDTE_ROP_MAX: return launch<T, f_max<T, UT> >(in, io, n, s);
-    case GDTE_ROP_LAND: return launch<T, f_land<T, UT> >(in, io, n, s);
-    case GDTE_ROP_LOR: return launch<T, f_lor<T, UT> >(in, io, n, s);
-    case GDTE_ROP_LXOR: return launch<T, f_lxor<T, UT> >(in, io, n, s);
-    case GDTE_ROP_BAND: return launch<T, f_band<T, UT> >(in, io, n, s);
-    case GDTE_ROP_BOR: return launch<T, f_bor<T, UT> >(in, io, n, s);
-    case GDTE_ROP_BXOR: return launch<T, f_bxor<T, UT> >(in, io, n, s);
+        GDTE_RED_INT_RULES(RED_CASE, T, UT)
     default: return GDTE_ERR_UNSUPPORTED;
     }
 }
@@ -105,18 +89,17 @@ template <typename T, typename UT> static gdte_status_t int_ops(gdte_rop_t op, c
 template <typename T> static gdte_status_t float_ops(gdte_rop_t op, const void *in, void *io, int64_t n, gdte_stream_t s)
 {
     switch (op) {
-    case GDTE_ROP_SUM: return launch<T, f_fsum<T, T> >(in, io, n, s);
-    case GDTE_ROP_PROD: return launch<T, f_fprod<T, T> >(in, io, n, s);
-    case GDTE_ROP_MIN: return launch<T, f_min<T, T> >(in, io, n, s);
-    case GDTE_ROP_MAX: return launch<T, f_max<T, T> >(in, io, n, s);
+        GDTE_RED_FLOAT_RULES(RED_CASE, T, T)
     default: return GDTE_ERR_UNSUPPORTED;
     }
 }
 
 template <typename P> static gdte_status_t pair_ops(gdte_rop_t op, const void *in, void *io, int64_t n, gdte_stream_t s)
 {
-    if (op == GDTE_ROP_MINLOC) return launch<P, f_minloc<P, P> >(in, io, n, s);
-    return launch<P, f_maxloc<P, P> >(in, io, n, s);
+    switch (op) {
+        GDTE_RED_PAIR_RULES(RED_CASE, P, P)
+    default: return GDTE_ERR_UNSUPPORTED;
+    }
 }
 
 extern "C" gdte_status_t gdte_reduce_gpu(gdte_rop_t op, gdte_rtype_t t, const void *in, void *inout, int64_t n,
