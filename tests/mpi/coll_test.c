@@ -252,32 +252,48 @@ typedef struct {
     int bsend; /* Bcast: this rank's buffer is its send side (the root's) */
 } call_t;
 
-static int call(const call_t *c, char *s, char *r, MPI_Request *q)
+/* ---- persistent forms: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ ---- */
+#if defined(MPI_VERSION) && MPI_VERSION >= 4
+#define HAVE_PINIT 1
+#define PINIT(x) MPI_##x##_init
+#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
+#define HAVE_PINIT 1
+#define PINIT(x) MPIX_##x##_init
+#endif
+
+/* The call in the form asked: `persistent` (an inactive request in *q), nonblocking (q) or
+ * blocking (q NULL). */
+static int call(const call_t *c, char *s, char *r, MPI_Request *q, int persistent)
 {
     const void *sb = c->inplace && c->op != OP_SCATTER && c->op != OP_SCATTERV ? MPI_IN_PLACE : s;
     void *rb = c->inplace && (c->op == OP_SCATTER || c->op == OP_SCATTERV) ? MPI_IN_PLACE : r;
     MPI_Comm m = c->comm;
-#define B(name, iname, ...) (q ? MPI_##iname(__VA_ARGS__, q) : MPI_##name(__VA_ARGS__))
+#ifdef HAVE_PINIT
+#define P(name, ...) PINIT(name)(__VA_ARGS__, MPI_INFO_NULL, q)
+#else
+#define P(name, ...) MPI_ERR_INTERN
+#endif
+#define B(name, iname, ...) \
+    (persistent ? P(name, __VA_ARGS__) : q ? MPI_##iname(__VA_ARGS__, q) : MPI_##name(__VA_ARGS__))
     switch (c->op) {
-    case OP_ALLTOALL: return q ? MPI_Ialltoall(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, q)
-                               : MPI_Alltoall(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m);
-    case OP_ALLTOALLV: return q ? MPI_Ialltoallv(sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, q)
-                                : MPI_Alltoallv(sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m);
-    case OP_ALLTOALLW: return q ? MPI_Ialltoallw(sb, c->scounts, c->sdispls, c->stypes, rb, c->rcounts, c->rdispls, c->rtypes, m, q)
-                                : MPI_Alltoallw(sb, c->scounts, c->sdispls, c->stypes, rb, c->rcounts, c->rdispls, c->rtypes, m);
-    case OP_NALLTOALL: return q ? MPI_Ineighbor_alltoall(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, q)
-                                : MPI_Neighbor_alltoall(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m);
+    case OP_ALLTOALL: return B(Alltoall, Ialltoall, sb, c->scount, c->stype, rb, c->rcount, c->rtype, m);
+    case OP_ALLTOALLV:
+        return B(Alltoallv, Ialltoallv, sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m);
+    case OP_ALLTOALLW:
+        return B(Alltoallw, Ialltoallw, sb, c->scounts, c->sdispls, c->stypes, rb, c->rcounts, c->rdispls, c->rtypes, m);
+    case OP_NALLTOALL:
+        return B(Neighbor_alltoall, Ineighbor_alltoall, sb, c->scount, c->stype, rb, c->rcount, c->rtype, m);
     case OP_NALLTOALLV:
-        return q ? MPI_Ineighbor_alltoallv(sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, q)
-                 : MPI_Neighbor_alltoallv(sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m);
+        return B(Neighbor_alltoallv, Ineighbor_alltoallv, sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts,
+                 c->rdispls, c->rtype, m);
     case OP_NALLTOALLW:
-        return q ? MPI_Ineighbor_alltoallw(sb, c->scounts, c->sad, c->stypes, rb, c->rcounts, c->rad, c->rtypes, m, q)
-                 : MPI_Neighbor_alltoallw(sb, c->scounts, c->sad, c->stypes, rb, c->rcounts, c->rad, c->rtypes, m);
-    case OP_NALLGATHER: return q ? MPI_Ineighbor_allgather(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, q)
-                                 : MPI_Neighbor_allgather(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m);
+        return B(Neighbor_alltoallw, Ineighbor_alltoallw, sb, c->scounts, c->sad, c->stypes, rb, c->rcounts, c->rad,
+                 c->rtypes, m);
+    case OP_NALLGATHER:
+        return B(Neighbor_allgather, Ineighbor_allgather, sb, c->scount, c->stype, rb, c->rcount, c->rtype, m);
     case OP_NALLGATHERV:
-        return q ? MPI_Ineighbor_allgatherv(sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, q)
-                 : MPI_Neighbor_allgatherv(sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m);
+        return B(Neighbor_allgatherv, Ineighbor_allgatherv, sb, c->scount, c->stype, rb, c->rcounts, c->rdispls,
+                 c->rtype, m);
     case OP_ALLGATHER: return B(Allgather, Iallgather, sb, c->scount, c->stype, rb, c->rcount, c->rtype, m);
     case OP_ALLGATHERV: return B(Allgatherv, Iallgatherv, sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m);
     case OP_GATHER: return B(Gather, Igather, sb, c->scount, c->stype, rb, c->rcount, c->rtype, c->root, m);
@@ -287,6 +303,7 @@ static int call(const call_t *c, char *s, char *r, MPI_Request *q)
     case OP_BCAST: return B(Bcast, Ibcast, c->bsend ? s : r, c->bsend ? c->scount : c->rcount, c->bsend ? c->stype : c->rtype, c->root, m);
     }
 #undef B
+#undef P
     return MPI_ERR_INTERN;
 }
 
@@ -648,56 +665,6 @@ static int complete(MPI_Request *q, int how)
     }
 }
 
-/* ---- persistent forms: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ ---- */
-#if defined(MPI_VERSION) && MPI_VERSION >= 4
-#define HAVE_PINIT 1
-#define PINIT(x) MPI_##x##_init
-#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
-#define HAVE_PINIT 1
-#define PINIT(x) MPIX_##x##_init
-#endif
-
-/* The persistent form of the call: an inactive request in *q. */
-static int call_init(const call_t *c, char *s, char *r, MPI_Request *q)
-{
-#ifdef HAVE_PINIT
-    const void *sb = c->inplace && c->op != OP_SCATTER && c->op != OP_SCATTERV ? MPI_IN_PLACE : s;
-    void *rb = c->inplace && (c->op == OP_SCATTER || c->op == OP_SCATTERV) ? MPI_IN_PLACE : r;
-    MPI_Comm m = c->comm;
-    MPI_Info i = MPI_INFO_NULL;
-    switch (c->op) {
-    case OP_ALLTOALL: return PINIT(Alltoall)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, i, q);
-    case OP_ALLTOALLV:
-        return PINIT(Alltoallv)(sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, i, q);
-    case OP_ALLTOALLW:
-        return PINIT(Alltoallw)(sb, c->scounts, c->sdispls, c->stypes, rb, c->rcounts, c->rdispls, c->rtypes, m, i, q);
-    case OP_NALLTOALL: return PINIT(Neighbor_alltoall)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, i, q);
-    case OP_NALLTOALLV:
-        return PINIT(Neighbor_alltoallv)(sb, c->scounts, c->sdispls, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m,
-                                         i, q);
-    case OP_NALLTOALLW:
-        return PINIT(Neighbor_alltoallw)(sb, c->scounts, c->sad, c->stypes, rb, c->rcounts, c->rad, c->rtypes, m, i, q);
-    case OP_NALLGATHER: return PINIT(Neighbor_allgather)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, i, q);
-    case OP_NALLGATHERV:
-        return PINIT(Neighbor_allgatherv)(sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, i, q);
-    case OP_ALLGATHER: return PINIT(Allgather)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, m, i, q);
-    case OP_ALLGATHERV: return PINIT(Allgatherv)(sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, m, i, q);
-    case OP_GATHER: return PINIT(Gather)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, c->root, m, i, q);
-    case OP_GATHERV:
-        return PINIT(Gatherv)(sb, c->scount, c->stype, rb, c->rcounts, c->rdispls, c->rtype, c->root, m, i, q);
-    case OP_SCATTER: return PINIT(Scatter)(sb, c->scount, c->stype, rb, c->rcount, c->rtype, c->root, m, i, q);
-    case OP_SCATTERV:
-        return PINIT(Scatterv)(sb, c->scounts, c->sdispls, c->stype, rb, c->rcount, c->rtype, c->root, m, i, q);
-    case OP_BCAST:
-        return PINIT(Bcast)(c->bsend ? s : r, c->bsend ? c->scount : c->rcount, c->bsend ? c->stype : c->rtype,
-                            c->root, m, i, q);
-    }
-#else
-    (void)c, (void)s, (void)r, (void)q;
-#endif
-    return MPI_ERR_INTERN;
-}
-
 enum { M_BLOCKING = 0, M_NONBLOCKING, M_PERSISTENT };
 static const char *const mode_names[3] = {"blocking", "nonblocking", "persistent"};
 #define ROUNDS 3 /* starts of one persistent request */
@@ -741,7 +708,7 @@ static void run(kase_t *K, int casen, int mode, int how)
         /* The init sets up, and moves nothing. */
         int64_t p0 = mt_counter("coll_pack_launches"), u0 = mt_counter("coll_unpack_launches");
         int64_t n0 = mt_counter("coll_calls");
-        int rc = call_init(c, ds.buf, dr.buf, &q);
+        int rc = call(c, ds.buf, dr.buf, &q, 1);
         MT_CHECK(rc == MPI_SUCCESS && q != MPI_REQUEST_NULL, "%s: init returned %d", what, rc);
         MT_CHECK(mt_counter("coll_pack_launches") == p0 && mt_counter("coll_unpack_launches") == u0 &&
                      mt_counter("coll_calls") == n0,
@@ -759,7 +726,7 @@ static void run(kase_t *K, int casen, int mode, int how)
         area_fill(&ds, sseed);
         area_fill(&hr, rseed);
         area_fill(&dr, rseed);
-        int rc = call(c, hs.buf, hr.buf, NULL);
+        int rc = call(c, hs.buf, hr.buf, NULL, 0);
         MT_CHECK(rc == MPI_SUCCESS, "%s round %d: host oracle returned %d", what, round, rc);
         int64_t p0 = mt_counter("coll_pack_launches"), u0 = mt_counter("coll_unpack_launches");
         int64_t n0 = mt_counter("coll_calls");
@@ -772,7 +739,7 @@ static void run(kase_t *K, int casen, int mode, int how)
             if (rc == MPI_SUCCESS) rc = complete(&q, (how + round) % 8);
             MT_CHECK(q != MPI_REQUEST_NULL, "%s round %d: completion freed a persistent request", what, round);
         } else {
-            rc = call(c, ds.buf, dr.buf, mode == M_NONBLOCKING ? &q : NULL);
+            rc = call(c, ds.buf, dr.buf, mode == M_NONBLOCKING ? &q : NULL, 0);
             if (rc == MPI_SUCCESS && mode == M_NONBLOCKING) rc = complete(&q, how);
         }
         MT_CHECK(rc == MPI_SUCCESS, "%s round %d: returned %d", what, round, rc);

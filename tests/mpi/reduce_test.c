@@ -325,47 +325,75 @@ static const char *call_name[K_COUNT_][2] = {
 static uint64_t seed = 1;
 static int completions;
 
-/* The call on (s, r); `req` NULL: blocking. */
+/* ---- persistent forms: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ ---- */
+#if defined(MPI_VERSION) && MPI_VERSION >= 4
+#define HAVE_PINIT 1
+#define PINIT(x) MPI_##x##_init
+#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
+#define HAVE_PINIT 1
+#define PINIT(x) MPIX_##x##_init
+#endif
+
+/* The call on (s, r) in the form asked: `persistent` (an inactive request in *req), nonblocking
+ * (req) or blocking (req NULL). */
 static int run_call(call_t k, const void *s, void *r, int n, const int *rc, MPI_Datatype dt, MPI_Op op, int root,
-                    MPI_Request *req)
+                    MPI_Request *req, int persistent)
 {
+    MPI_Comm w = MPI_COMM_WORLD;
+#ifdef HAVE_PINIT
+#define P(name, ...) PINIT(name)(__VA_ARGS__, MPI_INFO_NULL, req)
+#else
+#define P(name, ...) MPI_ERR_INTERN
+#endif
+#define B(name, iname, ...) \
+    (persistent ? P(name, __VA_ARGS__) : req ? MPI_##iname(__VA_ARGS__, req) : MPI_##name(__VA_ARGS__))
     switch (k) {
-    case K_REDUCE: return req ? MPI_Ireduce(s, r, n, dt, op, root, MPI_COMM_WORLD, req)
-                              : MPI_Reduce(s, r, n, dt, op, root, MPI_COMM_WORLD);
-    case K_ALLREDUCE: return req ? MPI_Iallreduce(s, r, n, dt, op, MPI_COMM_WORLD, req)
-                                 : MPI_Allreduce(s, r, n, dt, op, MPI_COMM_WORLD);
-    case K_RSCAT: return req ? MPI_Ireduce_scatter(s, r, rc, dt, op, MPI_COMM_WORLD, req)
-                             : MPI_Reduce_scatter(s, r, rc, dt, op, MPI_COMM_WORLD);
-    case K_RSCATB: return req ? MPI_Ireduce_scatter_block(s, r, n, dt, op, MPI_COMM_WORLD, req)
-                              : MPI_Reduce_scatter_block(s, r, n, dt, op, MPI_COMM_WORLD);
-    case K_SCAN: return req ? MPI_Iscan(s, r, n, dt, op, MPI_COMM_WORLD, req) : MPI_Scan(s, r, n, dt, op, MPI_COMM_WORLD);
-    case K_EXSCAN: return req ? MPI_Iexscan(s, r, n, dt, op, MPI_COMM_WORLD, req)
-                              : MPI_Exscan(s, r, n, dt, op, MPI_COMM_WORLD);
-    default: return MPI_Reduce_local(s, r, n, dt, op);
+    case K_REDUCE: return B(Reduce, Ireduce, s, r, n, dt, op, root, w);
+    case K_ALLREDUCE: return B(Allreduce, Iallreduce, s, r, n, dt, op, w);
+    case K_RSCAT: return B(Reduce_scatter, Ireduce_scatter, s, r, rc, dt, op, w);
+    case K_RSCATB: return B(Reduce_scatter_block, Ireduce_scatter_block, s, r, n, dt, op, w);
+    case K_SCAN: return B(Scan, Iscan, s, r, n, dt, op, w);
+    case K_EXSCAN: return B(Exscan, Iexscan, s, r, n, dt, op, w);
+    default: return persistent ? MPI_ERR_INTERN : MPI_Reduce_local(s, r, n, dt, op);
     }
+#undef B
+#undef P
+}
+
+/* A case's choices shared by the ranks (`nb` drawn where not NULL), and the element counts they
+ * give this rank: what its send side holds, what its receive side holds (in place: the input)
+ * and what it receives; MPI_IN_PLACE only at the root of Reduce. */
+typedef struct {
+    int n, root, mix, inplace, ip, rcounts[64], total, s_n, r_n, r_out;
+} shape_t;
+
+static void draw_shape(call_t k, shape_t *c, int *nb)
+{
+    int np = mt_size, me = mt_rank;
+    c->n = mt_rnd() % 8 == 0 ? 0 : 1 + (int)(mt_rnd() % MAXC);
+    if (nb) *nb = k != K_LOCAL && mt_rnd() % 2;
+    c->root = (int)(mt_rnd() % np);
+    c->mix = (int)(mt_rnd() % 4); /* 0, 1: both buffers on the device; 2: send only; 3: receive only */
+    c->inplace = k != K_LOCAL && mt_rnd() % 4 == 0;
+    c->total = 0;
+    for (int i = 0; i < np; i++) c->total += c->rcounts[i] = mt_rnd() % 5 == 0 ? 0 : (int)(mt_rnd() % MAXC);
+    c->s_n = c->r_n = c->r_out = c->n;
+    if (k == K_RSCAT) c->s_n = c->total, c->r_n = c->inplace ? c->total : c->rcounts[me], c->r_out = c->rcounts[me];
+    if (k == K_RSCATB) c->s_n = c->n * np, c->r_n = c->inplace ? c->n * np : c->n;
+    if (k == K_REDUCE && me != c->root) c->r_out = 0;
+    c->ip = c->inplace && (k != K_REDUCE || me == c->root);
+    if (k == K_EXSCAN && me == 0) c->r_out = 0;
 }
 
 static void one_case(call_t k, const tdesc_t *t, const odesc_t *o)
 {
-    int np = mt_size, me = mt_rank;
-    /* Shared choices. */
-    int n = mt_rnd() % 8 == 0 ? 0 : 1 + (int)(mt_rnd() % MAXC);
-    int nb = k != K_LOCAL && mt_rnd() % 2;
-    int root = (int)(mt_rnd() % np);
-    int mix = (int)(mt_rnd() % 4); /* 0, 1: both buffers on the device; 2: send only; 3: receive only */
-    int inplace = k != K_LOCAL && mt_rnd() % 4 == 0;
-    int rcounts[64], total = 0;
-    for (int i = 0; i < np; i++) total += rcounts[i] = mt_rnd() % 5 == 0 ? 0 : (int)(mt_rnd() % MAXC);
+    int me = mt_rank, nb;
+    shape_t shape;
+    draw_shape(k, &shape, &nb);
+    const int n = shape.n, root = shape.root, mix = shape.mix, ip = shape.ip, *rcounts = shape.rcounts;
+    const int s_n = shape.s_n, r_n = shape.r_n, r_out = shape.r_out;
     int how = completions;
     if (nb) completions++;
-    /* Element counts: what the send side holds, what the receive side holds (in place: the
-     * input) and what it receives. */
-    int s_n = n, r_n = n, r_out = n;
-    if (k == K_RSCAT) s_n = total, r_n = inplace ? total : rcounts[me], r_out = rcounts[me];
-    if (k == K_RSCATB) s_n = n * np, r_n = inplace ? n * np : n;
-    if (k == K_REDUCE && me != root) r_out = 0;
-    int ip = inplace && (k != K_REDUCE || me == root); /* MPI_IN_PLACE only at the root of Reduce */
-    if (k == K_EXSCAN && me == 0) r_out = 0;
     snprintf(where, sizeof where, "%s(%s, %s) n=%d%s%s root=%d mix=%d", call_name[k][nb], t->name, o->name, n,
              ip ? " in place" : "", nb ? " completion " : "", root, mix);
     if (nb) snprintf(where + strlen(where), sizeof where - strlen(where), " #%d", how % 8);
@@ -386,11 +414,11 @@ static void one_case(call_t k, const tdesc_t *t, const odesc_t *o)
     const void *s_d = ip ? MPI_IN_PLACE : sd.mem, *s_h = ip ? MPI_IN_PLACE : sh.mem;
     int cnt = n;
     MPI_Request req = MPI_REQUEST_NULL;
-    int rc = run_call(k, s_d, rd.mem, cnt, rcounts, t->dt, o->op, root, nb ? &req : NULL);
+    int rc = run_call(k, s_d, rd.mem, cnt, rcounts, t->dt, o->op, root, nb ? &req : NULL, 0);
     MT_CHECK(rc == MPI_SUCCESS, "%s: device call returned %d", where, rc);
     if (nb && rc == MPI_SUCCESS) complete(&req, how);
     int64_t moved = red_counter("reduce_staged") + red_counter("reduce_kernels") - before;
-    MT_MPI(run_call(k, s_h, rh.mem, cnt, rcounts, t->dt, o->op, root, NULL));
+    MT_MPI(run_call(k, s_h, rh.mem, cnt, rcounts, t->dt, o->op, root, NULL, 0));
 
     /* Whether this rank gave the MPI a device buffer it touches. */
     int sig = (sdev && !ip && s_n > 0 && k != K_LOCAL) || (rdev && (r_out > 0 || (ip && r_n > 0))) ||
@@ -407,33 +435,8 @@ static void one_case(call_t k, const tdesc_t *t, const odesc_t *o)
     ncases++;
 }
 
-/* ---- persistent forms: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ ---- */
-#if defined(MPI_VERSION) && MPI_VERSION >= 4
-#define HAVE_PINIT 1
-#define PINIT(x) MPI_##x##_init
-#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
-#define HAVE_PINIT 1
-#define PINIT(x) MPIX_##x##_init
-#endif
-
 #ifdef HAVE_PINIT
 #define ROUNDS 3 /* starts of one persistent request */
-
-static int run_init(call_t k, const void *s, void *r, int n, const int *rc, MPI_Datatype dt, MPI_Op op, int root,
-                    MPI_Request *req)
-{
-    MPI_Comm w = MPI_COMM_WORLD;
-    MPI_Info i = MPI_INFO_NULL;
-    switch (k) {
-    case K_REDUCE: return PINIT(Reduce)(s, r, n, dt, op, root, w, i, req);
-    case K_ALLREDUCE: return PINIT(Allreduce)(s, r, n, dt, op, w, i, req);
-    case K_RSCAT: return PINIT(Reduce_scatter)(s, r, rc, dt, op, w, i, req);
-    case K_RSCATB: return PINIT(Reduce_scatter_block)(s, r, n, dt, op, w, i, req);
-    case K_SCAN: return PINIT(Scan)(s, r, n, dt, op, w, i, req);
-    case K_EXSCAN: return PINIT(Exscan)(s, r, n, dt, op, w, i, req);
-    default: return MPI_ERR_INTERN;
-    }
-}
 
 /* A persistent reduction on device buffers: set up once, started ROUNDS times (MPI_Start and
  * MPI_Startall in turn, completed by the completion calls in turn) with new inputs and a newly
@@ -443,21 +446,13 @@ static int run_init(call_t k, const void *s, void *r, int n, const int *rc, MPI_
  * give and take (reduce_bytes). */
 static void persistent_case(call_t k, const tdesc_t *t, const odesc_t *o)
 {
-    int np = mt_size, me = mt_rank;
-    int n = mt_rnd() % 8 == 0 ? 0 : 1 + (int)(mt_rnd() % MAXC);
-    int root = (int)(mt_rnd() % np);
-    int mix = (int)(mt_rnd() % 4); /* 0, 1: both buffers on the device; 2: send only; 3: receive only */
-    int inplace = mt_rnd() % 4 == 0;
-    int rcounts[64], total = 0;
-    for (int i = 0; i < np; i++) total += rcounts[i] = mt_rnd() % 5 == 0 ? 0 : (int)(mt_rnd() % MAXC);
+    int me = mt_rank;
+    shape_t shape;
+    draw_shape(k, &shape, NULL);
+    const int n = shape.n, root = shape.root, mix = shape.mix, ip = shape.ip, *rcounts = shape.rcounts;
+    const int s_n = shape.s_n, r_n = shape.r_n, r_out = shape.r_out;
     int how = completions;
     completions += ROUNDS;
-    int s_n = n, r_n = n, r_out = n;
-    if (k == K_RSCAT) s_n = total, r_n = inplace ? total : rcounts[me], r_out = rcounts[me];
-    if (k == K_RSCATB) s_n = n * np, r_n = inplace ? n * np : n;
-    if (k == K_REDUCE && me != root) r_out = 0;
-    int ip = inplace && (k != K_REDUCE || me == root);
-    if (k == K_EXSCAN && me == 0) r_out = 0;
     int sdev = mix != 3, rdev = mix != 2;
     snprintf(where, sizeof where, "persistent %s(%s, %s) n=%d%s root=%d mix=%d", call_name[k][0], t->name, o->name, n,
              ip ? " in place" : "", root, mix);
@@ -473,7 +468,7 @@ static void persistent_case(call_t k, const tdesc_t *t, const odesc_t *o)
     const void *s_d = ip ? MPI_IN_PLACE : sd.mem, *s_h = ip ? MPI_IN_PLACE : sh.mem;
     int64_t live0 = mt_counter("requests_live"), st0 = red_counter("reduce_staged"), by0 = red_counter("reduce_bytes");
     MPI_Request req = MPI_REQUEST_NULL;
-    int rc = run_init(k, s_d, rd.mem, n, rcounts, t->dt, o->op, root, &req);
+    int rc = run_call(k, s_d, rd.mem, n, rcounts, t->dt, o->op, root, &req, 1);
     MT_CHECK(rc == MPI_SUCCESS && req != MPI_REQUEST_NULL, "%s: init returned %d", where, rc);
     MT_CHECK(red_counter("reduce_staged") == st0 && red_counter("reduce_bytes") == by0, "%s: the init staged data",
              where);
@@ -493,7 +488,7 @@ static void persistent_case(call_t k, const tdesc_t *t, const odesc_t *o)
         MT_MPI(round % 2 ? MPI_Startall(1, &req) : MPI_Start(&req));
         complete_req(&req, how + round, 1);
         int64_t moved = red_counter("reduce_staged") - st, bytes = red_counter("reduce_bytes") - by;
-        MT_MPI(run_call(k, s_h, rh.mem, n, rcounts, t->dt, o->op, root, NULL));
+        MT_MPI(run_call(k, s_h, rh.mem, n, rcounts, t->dt, o->op, root, NULL, 0));
         MT_CHECK(moved == staged, "%s: staged %lld times, want %d", where, (long long)moved, staged);
         MT_CHECK(bytes == (staged ? want_bytes : 0), "%s: %lld bytes through the mirrors, want %lld", where,
                  (long long)bytes, (long long)(staged ? want_bytes : 0));
