@@ -75,6 +75,9 @@ void gdte_fake_clear(void);
 /* Report a gdte failure of MPI call `fn` through `comm`'s error handler; returns the MPI error
  * class (when the handler returns). */
 int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st);
+/* A nonblocking or persistent call given no request: MPI_ERR_REQUEST through `comm`'s handler
+ * (gdte tells its blocking forms by a NULL request; the call must not run as one). */
+int gdte_ipo_null_request(MPI_Comm comm, const char *fn);
 /* Set while gdte finishes a receive ahead of the application's completion call (node path
  * progress): errors are recorded in the request and raised through the communicator's handler
  * by the call that completes it, not by whichever call happened to make progress. */

@@ -222,6 +222,14 @@ int gdte_ipo_fail(MPI_Comm comm, const char *fn, gdte_status_t st)
     return code;
 }
 
+int gdte_ipo_null_request(MPI_Comm comm, const char *fn)
+{
+    gdte_error("%s: the request argument is NULL", fn);
+    if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_REQUEST);
+    return MPI_ERR_REQUEST;
+}
+
 gdte_status_t gdte_ipo_type(MPI_Datatype dt, int count, gdte_type_h *type_p, int64_t *nbytes_p)
 {
     gdte_type_h t;

@@ -50,8 +50,9 @@
 #define GDTE_HAVE_MPI4_PCOLL 1
 #endif
 
-/* What gdte carries (shims.c, GDTE_IPO_NEXT_LIST; shims_coll.c, GDTE_COLL_NEXT_LIST; shims_reduce.c,
- * GDTE_RED_NEXT_LIST), in words, for gdte_info and the README. */
+/* What gdte carries (shims.c, GDTE_IPO_NEXT_LIST; shims_coll.c, interpose_coll.h's GDTE_COLL_LIST;
+ * shims_reduce.c, interpose_reduce.h's GDTE_RED_LIST and MPI_Reduce_local), in words, for gdte_info
+ * and the README. */
 #define GDTE_MPI_CARRIED                                                                                  \
     "point-to-point, persistent, completion, pack, collectives (alltoall, gather, scatter, bcast families), " \
     "neighborhood collectives and reductions (blocking, nonblocking and persistent)"

@@ -27,6 +27,7 @@
     }                                                                                         \
     GDTE_IPO_EXPORT int MPI_##iname(GDTE_PI_UNPAREN params, MPI_Comm comm, MPI_Request *request) \
     {                                                                                         \
+        if (!request && gdte_ipo_on()) return gdte_ipo_null_request(comm, "MPI_" #iname);     \
         COLL_RUN(.op = GDTE_COLL_##OP, __VA_ARGS__, .comm = comm, .req = request);            \
     }
 GDTE_COLL_LIST(COLL_PAIR)
@@ -35,6 +36,7 @@ GDTE_COLL_LIST(COLL_PAIR)
 #define COLL_INIT(fname, kind, OP, params, ...)                                                              \
     GDTE_IPO_EXPORT int fname(GDTE_PI_UNPAREN params, MPI_Comm comm, MPI_Info info, MPI_Request *request)    \
     {                                                                                                        \
+        if (!request && gdte_ipo_on()) return gdte_ipo_null_request(comm, #fname);                          \
         COLL_RUN(.op = GDTE_COLL_##OP, __VA_ARGS__, .comm = comm, .req = request, .init = kind, .info = info); \
     }
 #ifdef GDTE_HAVE_MPIX_PCOLL

@@ -29,6 +29,7 @@
     }                                                                                                  \
     GDTE_IPO_EXPORT int MPI_##iname(GDTE_PI_UNPAREN params, MPI_Comm comm, MPI_Request *request)       \
     {                                                                                                  \
+        if (!request && gdte_ipo_on()) return gdte_ipo_null_request(comm, "MPI_" #iname);              \
         RED_SHIM(RED_NEXT(iname)(GDTE_PI_UNPAREN args, comm, request),                                 \
                  gdte_red_##f(GDTE_PI_UNPAREN args, comm, HOW(.req = request)));                       \
     }
@@ -45,6 +46,7 @@ GDTE_IPO_EXPORT int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int coun
 #define RED_INIT(fname, kind, name, params, args, f)                                                      \
     GDTE_IPO_EXPORT int fname(GDTE_PI_UNPAREN params, MPI_Comm comm, MPI_Info info, MPI_Request *request) \
     {                                                                                                     \
+        if (!request && gdte_ipo_on()) return gdte_ipo_null_request(comm, #fname);                       \
         RED_SHIM(gdte_red_init_next_g[kind].name                                                          \
                      ? gdte_red_init_next_g[kind].name(GDTE_PI_UNPAREN args, comm, info, request)         \
                      : MPI_ERR_INTERN,                                                                    \

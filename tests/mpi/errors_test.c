@@ -215,6 +215,27 @@ static void too_large(void)
     MPI_Type_free(&big);
 }
 
+/* A nonblocking collective or reduction given no request is MPI_ERR_REQUEST, not a blocking
+ * call: on device and host buffers, nothing written. */
+static void null_request(void)
+{
+    for (int dev = 1; dev >= 0; dev--) {
+        int *s = mt_alloc(dev, mt_size * sizeof(int)), *r = mt_alloc(dev, mt_size * sizeof(int));
+        int *h = malloc(mt_size * sizeof(int));
+        for (int i = 0; i < mt_size; i++) h[i] = -3;
+        mt_put(r, h, mt_size * sizeof(int));
+        int rc = MPI_Ialltoall(s, 1, MPI_INT, r, 1, MPI_INT, MPI_COMM_WORLD, NULL);
+        MT_CHECK(mt_eclass(rc) == MPI_ERR_REQUEST, "dev %d: MPI_Ialltoall with no request: class %d", dev, mt_eclass(rc));
+        rc = MPI_Iallreduce(s, r, mt_size, MPI_INT, MPI_SUM, MPI_COMM_WORLD, NULL);
+        MT_CHECK(mt_eclass(rc) == MPI_ERR_REQUEST, "dev %d: MPI_Iallreduce with no request: class %d", dev, mt_eclass(rc));
+        mt_get(h, r, mt_size * sizeof(int));
+        for (int i = 0; i < mt_size; i++) MT_CHECK(h[i] == -3, "dev %d: a call without a request wrote the buffer", dev);
+        free(h);
+        mt_free(dev, s);
+        mt_free(dev, r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
@@ -245,6 +266,7 @@ int main(int argc, char **argv)
     mt_same(rd, rh, sizeof rd, "unpacked data");
 
     too_large();
+    null_request();
     free(td);
     free(th);
     return mt_finish("errors_test");
