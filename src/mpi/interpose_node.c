@@ -111,7 +111,12 @@ static int64_t ipc_min;
 static int fake_mode;
 static pthread_mutex_t node_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t next_cookie = 1;
-static gdte_stream_t node_stream;
+static _Atomic(gdte_stream_t) node_stream; /* set once, after its events */
+/* The application's legacy-default-stream work, before ours (as xfer.c and interpose_pack.c
+ * order theirs; docs/MPI_BACKEND.md): a receiver's copy waits for it on node_stream, a sender
+ * waits for it on the host before another process may read its buffer. A cudaMemcpy from
+ * pageable memory or a cudaMemset returns before its bytes have landed. */
+static gdte_gpu_event_t node_ev_app, node_ev_send;
 
 /* ---- completion words in shared memory ----
  * Each process of the node path owns SLOTS words in a POSIX shared-memory segment that its
@@ -523,6 +528,9 @@ void gdte_ipo_node_finalize(void)
     gdte_ipo_node_on_g = 0;
     if (node_stream) gdte_gpu_stream_destroy(node_stream);
     node_stream = NULL;
+    if (node_ev_app) gdte_gpu_event_destroy(node_ev_app);
+    if (node_ev_send) gdte_gpu_event_destroy(node_ev_send);
+    node_ev_app = node_ev_send = NULL;
     for (int w = 0; peer_slots && w < world_size; w++)
         if (peer_slots[w]) munmap(peer_slots[w], sizeof(slot_t) * SLOTS);
     free(peer_slots);
@@ -613,6 +621,7 @@ static int send_nfree;
 static _Atomic int pending_n; /* its length, read without the lock */
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 static gdte_status_t ensure_stream(void);
+static gdte_status_t host_after_app(void);
 
 /* Records recycled like the internal sends': nothing allocated per message in steady state. */
 static node_send_t *send_get(void)
@@ -1024,6 +1033,9 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     }
     const void *first = NULL;
     st = send_shape(buf, count, type, fake, nbytes, mk, s, &first);
+    /* The receiver reads the user's buffer in place: what the application queued before this
+     * call is in it first (a packed copy was made after that work already). */
+    if (st == GDTE_OK && !fake && !s->stage) st = host_after_app();
     if (st == GDTE_OK && !fake) {
         st = export_ptr(first, &mk->handle, &mk->offset, &mk->rbase);
         if (st == GDTE_ERR_UNSUPPORTED && !s->stage) {
@@ -1310,11 +1322,35 @@ void gdte_ipo_node_batch_end(void)
 
 static gdte_status_t ensure_stream(void)
 {
-    if (node_stream) return GDTE_OK;
+    if (atomic_load_explicit(&node_stream, memory_order_acquire)) return GDTE_OK;
     pthread_mutex_lock(&node_lock);
-    gdte_status_t st = node_stream ? GDTE_OK : gdte_gpu_stream_create(&node_stream);
+    gdte_status_t st = GDTE_OK;
+    if (!node_stream) {
+        gdte_stream_t s = NULL;
+        if (!node_ev_app) st = gdte_gpu_event_create(&node_ev_app, 0);
+        if (st == GDTE_OK && !node_ev_send) st = gdte_gpu_event_create(&node_ev_send, 0);
+        if (st == GDTE_OK) st = gdte_gpu_stream_create(&s);
+        if (st == GDTE_OK) atomic_store_explicit(&node_stream, s, memory_order_release);
+    }
     pthread_mutex_unlock(&node_lock);
     return st;
+}
+
+/* node_stream's next work after the application's default-stream work queued so far. Two
+ * threads may record the event in turn: a wait on the later record is a wait on both. */
+static gdte_status_t stream_after_app(void)
+{
+    gdte_status_t st = gdte_gpu_event_record(node_ev_app, NULL);
+    return st == GDTE_OK ? gdte_gpu_stream_wait_event(node_stream, node_ev_app) : st;
+}
+
+/* The application's default-stream work queued so far has finished: the bytes a peer is about
+ * to read from this process's buffer are there. */
+static gdte_status_t host_after_app(void)
+{
+    gdte_status_t st = ensure_stream();
+    if (st == GDTE_OK) st = gdte_gpu_event_record(node_ev_send, NULL);
+    return st == GDTE_OK ? gdte_gpu_event_synchronize(node_ev_send) : st;
 }
 
 /* Bytes [0, n) of the sender's message into (user, count, type): one kernel (or copy) from the
@@ -1341,6 +1377,8 @@ static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user
     void *base = NULL;
     if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
     if ((st = ensure_stream()) != GDTE_OK) return st;
+    /* The application's last writes to its receive buffer land before the peer's bytes. */
+    if (kind == GDTE_IPO_DEVICE && (st = stream_after_app()) != GDTE_OK) return st;
     const char *remote = (const char *)base + mk->offset;
     gdte_layout_t Ls;
     memset(&Ls, 0, sizeof Ls);

@@ -9,7 +9,12 @@
  *  - an error in MPI_Mrecv of a message matched by MPI_Mprobe goes through the handler of the
  *    message's communicator, not MPI_COMM_WORLD's;
  *  - 10,000 outstanding 32-byte device messages: all arrive, and once they complete the staging
- *    the interposer keeps is bounded (it used to keep 4 KiB per message: 80 MiB).
+ *    the interposer keeps is bounded (it used to keep 4 KiB per message: 80 MiB);
+ *  - work the application queued on the default stream before a send or receive comes first:
+ *    the send's bytes written by a copy still queued behind others, the receive buffer
+ *    overwritten by a memset still queued, then MPI_Send/MPI_Recv at once (GPU to GPU, the
+ *    receiver read the sender's buffer before the copy landed and its own memset landed over
+ *    the data: random device types came out partly poison, a few in thousands).
  */
 #include "mpitest.h"
 
@@ -140,6 +145,71 @@ static void many_small(void)
     MPI_Type_free(&v);
 }
 
+/* Queued on the legacy default stream, then sent or received at once, without synchronizing. */
+static void default_stream_order(void)
+{
+    typedef int (*memset_async_t)(void *, int, size_t, void *);
+    typedef int (*memcpy_async_t)(void *, const void *, size_t, int, void *);
+    memset_async_t ms = NULL;
+    memcpy_async_t mc = NULL;
+    if (mt_cuda()) {
+        ms = (memset_async_t)dlsym(RTLD_DEFAULT, "cudaMemsetAsync");
+        mc = (memcpy_async_t)dlsym(RTLD_DEFAULT, "cudaMemcpyAsync");
+        MT_CHECK(ms && mc, "cudaMemsetAsync/cudaMemcpyAsync not found");
+        if (!ms || !mc) return;
+    }
+    const size_t n = 8u << 20, big = 256u << 20;
+    int peer = 1 - mt_rank;
+    MPI_Datatype vec; /* 8-byte blocks every 16 bytes: the receiver's rows copy */
+    MPI_Type_vector((int)(n / 16), 2, 4, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+    unsigned char *buf = mt_devmem_alloc(n), *src = mt_devmem_alloc(n), *busy = mt_cuda() ? mt_devmem_alloc(big) : NULL;
+    unsigned char *img = malloc(n), *want = malloc(n);
+    for (size_t i = 0; i < n; i++) want[i] = (unsigned char)(i * 13 + 7);
+    int64_t recvs0 = mt_counter("node_recvs");
+    for (int shape = 0; shape < 2; shape++) {
+        int count = shape ? 1 : (int)n;
+        MPI_Datatype dt = shape ? vec : MPI_BYTE;
+        memset(img, 0x11, n);
+        mt_put(buf, img, n); /* stale bytes: what a sender that did not wait would send */
+        if (mt_rank == 0) mt_put(src, want, n);
+        MPI_Barrier(MPI_COMM_WORLD);
+        /* A few milliseconds of work on the default stream, then the last write of the buffer. */
+        for (int k = 0; busy && k < 40; k++) ms(busy, k, big, NULL);
+        if (mt_rank == 0) {
+            if (mc) mc(buf, src, n, 3 /* cudaMemcpyDeviceToDevice */, NULL);
+            else memcpy(buf, want, n);
+            MT_MPI(MPI_Send(buf, count, dt, peer, 31, MPI_COMM_WORLD));
+        } else {
+            if (ms) ms(buf, 0x5A, n, NULL);
+            else memset(buf, 0x5A, n);
+            MT_MPI(MPI_Recv(buf, count, dt, peer, 31, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            mt_get(img, buf, n);
+            size_t bad = 0, first = n;
+            for (size_t i = 0; i < n; i++) {
+                unsigned char w = shape && (i % 16) >= 8 ? 0x5A : want[i];
+                if (img[i] != w && bad++ == 0) first = i;
+            }
+            MT_CHECK(bad == 0, "%s message after queued default-stream work: %zu wrong bytes, first at %zu (0x%02x, "
+                     "want 0x%02x)", shape ? "vector" : "contiguous", bad, first, bad ? img[first] : 0,
+                     bad ? (shape && (first % 16) >= 8 ? 0x5A : want[first]) : 0);
+        }
+    }
+    if (mt_rank == 1) {
+        /* On a GPU with the node path on, both messages went GPU to GPU (the path under test). */
+        const char *ipc = getenv("GDTE_MPI_IPC");
+        int64_t got = mt_counter("node_recvs") - recvs0;
+        if (mt_cuda() && !(ipc && !strcmp(ipc, "0")))
+            MT_CHECK(got == 2, "default-stream order: %lld of 2 receives took the node path", (long long)got);
+    }
+    free(img);
+    free(want);
+    mt_devmem_free(busy);
+    mt_devmem_free(src);
+    mt_devmem_free(buf);
+    MPI_Type_free(&vec);
+}
+
 static int handler_calls;
 static void count_errors(MPI_Comm *comm, int *code, ...)
 {
@@ -190,6 +260,7 @@ int main(int argc, char **argv)
         truncation();
         mrecv_error_comm();
         many_small();
+        default_stream_order();
     }
     return mt_finish("regress_test");
 }
