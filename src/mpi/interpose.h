@@ -106,6 +106,8 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t direct;           /* device messages handed to a GPU-aware MPI as they are */
     _Atomic int64_t node_sends, node_recvs; /* device messages moved GPU to GPU within the node */
     _Atomic int64_t node_detached;          /* ... of them completed by the sender from a copy */
+    _Atomic int64_t node_units;             /* ... irregular ones read in place (the sender packs none) */
+    _Atomic int64_t node_units_same;        /* receives of those in one kernel, buffer to buffer */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 

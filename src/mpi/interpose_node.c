@@ -48,6 +48,7 @@
 #include "xfer.h"
 #include "engine/engine.h"
 #include "gpu/gpu.h"
+#include "kernels/devplan.h"
 #include "kernels/kernels.h"
 #include "kernels/memquery.h"
 #include "util/util.h"
@@ -55,7 +56,7 @@
 
 #define MARK_MAGIC 0x4b52414d45544447ull /* "GDTEMARK" */
 enum { HOW_INLINE = 1, HOW_IPC = 2 };
-enum { SHAPE_CONTIG = 1, SHAPE_ROWS = 2 };
+enum { SHAPE_CONTIG = 1, SHAPE_ROWS = 2, SHAPE_UNITS = 3 };
 
 /* The marker: exactly GDTE_IPO_MARK_BYTES on the wire. */
 typedef struct mark {
@@ -77,19 +78,37 @@ typedef struct mark {
 } mark_t;
 _Static_assert(sizeof(mark_t) == GDTE_IPO_MARK_BYTES, "marker size");
 
-/* The announcement header; an INLINE one is followed by the message's bytes. */
+/* The layout of a sender whose irregular (UNITS) layout the receiver reads in place, carried
+ * in the message's announcement: the receiver walks the sender's buffer with the sender's unit
+ * array (mapped from the sender's device plan, pinned until the receiver is done), or with its
+ * own where both plans hash alike and the shapes agree (one kernel, buffer to buffer). The
+ * sender runs no kernel and does not wait for one. */
+typedef struct node_lay {
+    int32_t ndims, max_unit_len, align, pad0;
+    int64_t total, nunits, rep_bytes;
+    int64_t count[GDTE_MAX_DIMS], stride[GDTE_MAX_DIMS];
+    uint64_t units_hash;              /* gdte_devplan_units_hash of the sender's type */
+    uint64_t units_addr, units_rbase; /* the unit array in the sender; its allocation's base */
+    int64_t units_offset;             /* from that base */
+    gdte_gpu_ipc_handle_t units_handle;
+} node_lay_t;
+
+/* The announcement header; an INLINE one is followed by the message's bytes, a SHAPE_UNITS
+ * one by the sender's node_lay_t. */
 typedef struct ann_hdr {
     uint64_t cookie;
     int64_t nbytes;
 } ann_hdr_t;
-#define ANN_MAX ((int)sizeof(ann_hdr_t) + GDTE_IPO_MARK_BYTES)
+#define ANN_DATA (sizeof(node_lay_t) > GDTE_IPO_MARK_BYTES ? sizeof(node_lay_t) : GDTE_IPO_MARK_BYTES)
+#define ANN_MAX ((int)(sizeof(ann_hdr_t) + ANN_DATA))
 
 /* A received announcement, kept until its marker is taken. */
 typedef struct ann {
     int src, tag;
     uint64_t cookie;
     int64_t nbytes;
-    unsigned char data[GDTE_IPO_MARK_BYTES];
+    int ndata; /* bytes in data */
+    unsigned char data[ANN_DATA];
     struct ann *next, *prev;
 } ann_t;
 
@@ -131,6 +150,7 @@ static gdte_gpu_event_t node_ev_app, node_ev_send;
 #define SLOTS 8192
 #define DETACH_NS 1000000 /* a send the receiver has not taken for 1 ms is detached */
 static int64_t detach_ns = DETACH_NS; /* GDTETEST_NODE_DETACH_US: tests and measurements */
+static int send_packed; /* GDTETEST_NODE_PACKED: irregular layouts go as packed copies (tests) */
 enum { W_FREE = 0, W_POSTED = 1, W_CLAIMED = 2, W_DONE = 3, W_DETACHED = 4 };
 #define W_STATE(w) ((unsigned)((w) & 0xff))
 #define W_GEN(w) ((w) & ~(uint64_t)0xff)
@@ -394,6 +414,7 @@ int gdte_ipo_node_init(void)
     int want = k == 2 || (k == 0 && !gdte_ipo_gpu_aware());
     if (!gdte_gpu_available() && !fake_mode) want = 0;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
+    send_packed = getenv("GDTETEST_NODE_PACKED") && atoi(getenv("GDTETEST_NODE_PACKED"));
     const char *dus = getenv("GDTETEST_NODE_DETACH_US");
     if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
     void *ub = NULL;
@@ -606,6 +627,9 @@ typedef struct node_send {
     mark_t mk;
     gdte_stage_t *stage;  /* a packed copy the receiver reads (irregular layouts, or detached) */
     gdte_type_h type;
+    const void *user;     /* SHAPE_UNITS: the user's buffer and count (a detach packs them) */
+    int count;
+    int units_dev;        /* SHAPE_UNITS on a GPU: the device whose plan is pinned, else -1 */
     int sync;             /* synchronous mode: completes only when the receiver has the data */
     int detached;         /* the application's request was completed by the sender itself */
     int no_detach;        /* a detach was tried and could not be done */
@@ -634,7 +658,7 @@ static node_send_t *send_get(void)
     }
     pthread_mutex_unlock(&send_lock);
     if (!s) s = malloc(sizeof *s);
-    if (s) memset(s, 0, sizeof *s);
+    if (s) memset(s, 0, sizeof *s), s->units_dev = -1;
     return s;
 }
 
@@ -654,6 +678,8 @@ static void send_done(node_send_t *s)
 {
     if (s->stage) gdte_stage_release(s->stage);
     s->stage = NULL;
+    if (s->units_dev >= 0 && s->type) gdte_devplan_unpin(s->type, s->units_dev);
+    s->units_dev = -1;
     if (s->type) gdte_type_release(s->type);
     s->type = NULL;
     atomic_store_explicit(&my_slots[s->mk.slot].word, W_GEN(s->mk.word) | W_FREE, memory_order_relaxed);
@@ -720,10 +746,14 @@ static int detach(node_send_t *s)
     gdte_status_t st = GDTE_OK;
     if (!s->stage) {
         st = gdte_stage_acquire(GDTE_STAGE_DEVICE, s->fake, (size_t)s->mk.nbytes, &cp);
-        if (st == GDTE_OK && !s->fake) st = ensure_stream();
-        if (st == GDTE_OK)
-            st = copy_shape(cp->ptr, (const char *)(uintptr_t)s->mk.addr, &s->mk, s->mk.nbytes, s->fake, node_stream);
-        if (st == GDTE_OK && !s->fake) st = gdte_gpu_stream_synchronize(node_stream);
+        if (st == GDTE_OK && s->mk.shape == SHAPE_UNITS) {
+            st = gdte_xfer_pack_stage(s->user, s->count, s->type, s->fake, cp, s->mk.nbytes); /* synchronous */
+        } else {
+            if (st == GDTE_OK && !s->fake) st = ensure_stream();
+            if (st == GDTE_OK)
+                st = copy_shape(cp->ptr, (const char *)(uintptr_t)s->mk.addr, &s->mk, s->mk.nbytes, s->fake, node_stream);
+            if (st == GDTE_OK && !s->fake) st = gdte_gpu_stream_synchronize(node_stream);
+        }
     }
     slot_t *sl = &my_slots[s->mk.slot];
     const void *at = cp ? cp->ptr : s->stage ? s->stage->ptr : NULL;
@@ -820,14 +850,15 @@ static void free_ctx(gdte_ipo_req_t *r)
     r->ctx = NULL;
 }
 
-static int post_announcement(node_comm_t *nc, int dest, int tag, uint64_t cookie, int64_t nbytes, const void *inl)
+static int post_announcement(node_comm_t *nc, int dest, int tag, uint64_t cookie, int64_t nbytes, const void *data,
+                             int ndata)
 {
     isend_t *e = isend_get();
     if (!e) return MPI_ERR_NO_MEM;
     ann_hdr_t h = {cookie, nbytes};
     memcpy(e->u.b, &h, sizeof h);
-    if (inl) memcpy(e->u.b + sizeof h, inl, GDTE_IPO_MARK_BYTES);
-    return isend_post(e, (int)sizeof(ann_hdr_t) + (inl ? GDTE_IPO_MARK_BYTES : 0), dest, tag, nc->shadow);
+    if (ndata) memcpy(e->u.b + sizeof h, data, (size_t)ndata);
+    return isend_post(e, (int)sizeof(ann_hdr_t) + ndata, dest, tag, nc->shadow);
 }
 
 static int next_mark_send(gdte_ipo_mode_t m, const void *b, int dest, int tag, MPI_Comm c, MPI_Request *req)
@@ -855,7 +886,7 @@ static int send_inline(gdte_ipo_mode_t mode, node_comm_t *nc, const void *bytes,
                        MPI_Request *req)
 {
     uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
-    int rc = post_announcement(nc, dest, tag, cookie, GDTE_IPO_MARK_BYTES, bytes);
+    int rc = post_announcement(nc, dest, tag, cookie, GDTE_IPO_MARK_BYTES, bytes, GDTE_IPO_MARK_BYTES);
     if (rc != MPI_SUCCESS) return rc;
     mark_t *mk = calloc(1, sizeof *mk);
     if (!mk) return MPI_ERR_NO_MEM;
@@ -955,13 +986,47 @@ int gdte_ipo_node_persistent_start(gdte_ipo_req_t *r)
     }
     if (rc != MPI_SUCCESS) return rc;
     p->mk.cookie = atomic_fetch_add(&next_cookie, 1);
-    return post_announcement(p->nc, p->dest, p->tag, p->mk.cookie, GDTE_IPO_MARK_BYTES, bytes);
+    return post_announcement(p->nc, p->dest, p->tag, p->mk.cookie, GDTE_IPO_MARK_BYTES, bytes, GDTE_IPO_MARK_BYTES);
 }
 
-/* The shape the receiver reads: the user's layout when it is dense or one stride, else a packed
- * copy in device staging. */
+/* An irregular layout for the receiver to read in place: its shape, and its unit array where the
+ * receiver can reach it (the device plan pinned and exported; the host array on the fake
+ * device, read there with process_vm_readv). */
+static gdte_status_t units_offer(gdte_type_h type, int fake, const gdte_layout_t *L, node_lay_t *w, node_send_t *s)
+{
+    const gdte_unit_t *hu = NULL;
+    int64_t n = 0;
+    gdte_status_t st = gdte_engine_units(type, &hu, &n);
+    if (st != GDTE_OK) return st;
+    if (n != L->nunits || n <= 0 || L->ndims < 0 || L->ndims > GDTE_MAX_DIMS || L->rep_bytes <= 0)
+        return GDTE_ERR_UNSUPPORTED;
+    memset(w, 0, sizeof *w);
+    w->ndims = L->ndims;
+    w->max_unit_len = L->max_unit_len;
+    w->align = L->align;
+    w->total = L->total;
+    w->nunits = L->nunits;
+    w->rep_bytes = L->rep_bytes;
+    for (int k = 0; k < L->ndims; k++) {
+        w->count[k] = L->count[k];
+        w->stride[k] = L->stride[k];
+    }
+    if ((st = gdte_devplan_units_hash(type, &w->units_hash)) != GDTE_OK) return st;
+    if (fake) {
+        w->units_addr = (uint64_t)(uintptr_t)hu;
+        return GDTE_OK;
+    }
+    const gdte_unit_t *du = NULL;
+    if ((st = gdte_devplan_pin(type, &du)) != GDTE_OK) return st;
+    s->units_dev = gdte_gpu_current_device();
+    w->units_addr = (uint64_t)(uintptr_t)du;
+    return export_ptr(du, &w->units_handle, &w->units_offset, &w->units_rbase);
+}
+
+/* The shape the receiver reads: the user's layout when it is dense or one stride, or irregular
+ * with its units offered (`lay` filled), else a packed copy in device staging. */
 static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, int fake, int64_t nbytes, mark_t *mk,
-                                node_send_t *s, const void **first)
+                                node_send_t *s, node_lay_t *lay, const void **first)
 {
     gdte_layout_t L;
     gdte_status_t st = gdte_engine_layout(type, count, &L);
@@ -979,6 +1044,19 @@ static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, in
         mk->pitch = L.stride[0];
         *first = u;
         return GDTE_OK;
+    }
+    if (L.kind == GDTE_LAYOUT_KIND_UNITS && L.total == nbytes && !send_packed) {
+        if (units_offer(type, fake, &L, lay, s) == GDTE_OK) {
+            mk->shape = SHAPE_UNITS;
+            gdte_type_retain(type); /* the pin is released with it (send_done) */
+            s->type = type;
+            s->user = buf;
+            s->count = count;
+            *first = u;
+            return GDTE_OK;
+        }
+        if (s->units_dev >= 0) gdte_devplan_unpin(type, s->units_dev);
+        s->units_dev = -1;
     }
     if ((st = gdte_stage_acquire(GDTE_STAGE_DEVICE, fake, (size_t)nbytes, &s->stage)) != GDTE_OK) return st;
     if ((st = gdte_xfer_pack_stage(buf, count, type, fake, s->stage, nbytes)) != GDTE_OK) return st;
@@ -1032,7 +1110,8 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         return 0;
     }
     const void *first = NULL;
-    st = send_shape(buf, count, type, fake, nbytes, mk, s, &first);
+    node_lay_t lay;
+    st = send_shape(buf, count, type, fake, nbytes, mk, s, &lay, &first);
     /* The receiver reads the user's buffer in place: what the application queued before this
      * call is in it first (a packed copy was made after that work already). */
     if (st == GDTE_OK && !fake && !s->stage) st = host_after_app();
@@ -1059,8 +1138,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         mk->pid = (int64_t)getpid();
         mk->addr = (uint64_t)(uintptr_t)first;
         atomic_store_explicit(&my_slots[mk->slot].word, mk->word, memory_order_release);
-        gdte_type_retain(type);
-        s->type = type;
+        if (!s->type) gdte_type_retain(type), s->type = type;
         s->sync = mode == GDTE_IPO_SYNC;
         s->fake = fake;
         s->peer = nc->world[dest];
@@ -1072,7 +1150,9 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     isend_t *e = NULL;
     int rc = st == GDTE_OK ? MPI_SUCCESS : gdte_ipo_fail(comm, fn, st);
     if (rc == MPI_SUCCESS) rc = PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, mk->fin_tag, fin_comm, &fin);
-    if (rc == MPI_SUCCESS) rc = post_announcement(nc, dest, tag, cookie, nbytes, NULL);
+    if (rc == MPI_SUCCESS)
+        rc = mk->shape == SHAPE_UNITS ? post_announcement(nc, dest, tag, cookie, nbytes, &lay, (int)sizeof lay)
+                                      : post_announcement(nc, dest, tag, cookie, nbytes, NULL, 0);
     if (rc == MPI_SUCCESS) rc = (e = isend_get()) ? MPI_SUCCESS : MPI_ERR_NO_MEM;
     if (rc == MPI_SUCCESS) {
         e->u.mk = *mk;
@@ -1095,6 +1175,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     if (s->stage && !s->sync) (void)detach(s);
     pthread_mutex_unlock(&send_lock);
     gdte_ipo_cnt_g.node_sends++;
+    if (mk->shape == SHAPE_UNITS) gdte_ipo_cnt_g.node_units++;
     gdte_ipo_cnt_g.bytes_packed += nbytes;
     gdte_debug("%s: %lld bytes of device data to a process of this node, GPU to GPU (%s)", fn, (long long)nbytes,
                s->stage ? "packed copy" : "user layout");
@@ -1169,7 +1250,8 @@ static ann_t *ann_fetch(node_comm_t *nc, int src, int tag)
     a->nbytes = h.nbytes;
     int got = 0;
     PMPI_Get_count(&st, MPI_BYTE, &got);
-    if (got > (int)sizeof h) memcpy(a->data, buf + sizeof h, (size_t)(got - (int)sizeof h));
+    a->ndata = got > (int)sizeof h ? got - (int)sizeof h : 0;
+    if (a->ndata) memcpy(a->data, buf + sizeof h, (size_t)a->ndata);
     /* Appended: per (src, tag) the list keeps the sender's order. */
     DL_APPEND(nc->anns, a);
     return a;
@@ -1225,6 +1307,9 @@ static int nmaps;
 
 static void map_drop(map_ent_t *e)
 {
+    /* Copies of a batch may still read through it: they finish first (rare: a stale or an
+     * evicted mapping). */
+    if (node_stream) (void)gdte_gpu_stream_synchronize(node_stream);
     HASH_DEL(maps, e);
     gdte_gpu_ipc_close(e->base);
     free(e);
@@ -1274,9 +1359,91 @@ static gdte_status_t map_peer(int peer, uint64_t rbase, const gdte_gpu_ipc_handl
 }
 
 /* Fake device: the sender's bytes read with process_vm_readv into `dst` (n packed bytes). */
-static gdte_status_t fake_read(const mark_t *mk, void *dst, int64_t n)
+/* A sender's UNITS layout from its announcement, checked before any kernel walks the sender's
+ * memory with it: sizes that multiply out to the message, ranks and counts in range. */
+static int lay_usable(const node_lay_t *w, int64_t nbytes)
+{
+    if (w->ndims < 0 || w->ndims > GDTE_MAX_DIMS || w->nunits <= 0 || w->rep_bytes <= 0 || w->total != nbytes)
+        return 0;
+    int64_t reps = 1;
+    for (int k = 0; k < w->ndims; k++) {
+        if (w->count[k] <= 0 || reps > INT64_MAX / w->count[k]) return 0;
+        reps *= w->count[k];
+    }
+    return reps <= INT64_MAX / w->rep_bytes && reps * w->rep_bytes == w->total;
+}
+
+/* The sender's layout, runnable here: byte 0 at the sender's first byte (the marker's address),
+ * its units at `units` (the mapped plan, or a local copy). */
+static void lay_layout(const node_lay_t *w, const gdte_unit_t *units, gdte_layout_t *L)
+{
+    memset(L, 0, sizeof *L);
+    L->kind = GDTE_LAYOUT_KIND_UNITS;
+    L->ndims = w->ndims;
+    L->total = w->total;
+    for (int k = 0; k < w->ndims; k++) {
+        L->count[k] = w->count[k];
+        L->stride[k] = w->stride[k];
+    }
+    L->units = units;
+    L->nunits = w->nunits;
+    L->rep_bytes = w->rep_bytes;
+    L->max_unit_len = w->max_unit_len;
+    L->align = w->align;
+}
+
+/* Our (type, count) moves the same units in the same shape as the sender's: one kernel from its
+ * buffer to ours through our own plan. */
+static int lay_same(const node_lay_t *w, const gdte_layout_t *L, gdte_type_h type)
+{
+    if (L->kind != GDTE_LAYOUT_KIND_UNITS || L->nunits != w->nunits || L->rep_bytes != w->rep_bytes ||
+        L->ndims != w->ndims)
+        return 0;
+    for (int k = 0; k < L->ndims; k++)
+        if (L->count[k] != w->count[k] || L->stride[k] != w->stride[k]) return 0;
+    uint64_t h = 0;
+    return gdte_devplan_units_hash(type, &h) == GDTE_OK && h == w->units_hash;
+}
+
+/* Fake device: bytes [0, n) of a UNITS sender's stream, read unit by unit from its memory (its
+ * unit array first), in packed order. */
+static gdte_status_t fake_read_units(pid_t pid, const mark_t *mk, const node_lay_t *w, void *dst, int64_t n)
+{
+    size_t ub = (size_t)w->nunits * sizeof(gdte_unit_t);
+    gdte_unit_t *u = malloc(ub);
+    if (!u) return GDTE_ERR_NO_MEMORY;
+    struct iovec l = {u, ub}, r = {(void *)(uintptr_t)w->units_addr, ub};
+    gdte_status_t st = process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)ub ? GDTE_OK : GDTE_ERR_TRANSPORT;
+    gdte_layout_t L;
+    lay_layout(w, u, &L);
+    enum { IOV = 256 };
+    struct iovec li[IOV], ri[IOV];
+    int k = 0;
+    size_t want = 0;
+    for (int64_t rep = 0; st == GDTE_OK && rep * w->rep_bytes < n; rep++) {
+        int64_t base = gdte_layout_rep_offset(&L, rep);
+        for (int64_t i = 0; st == GDTE_OK && i < w->nunits; i++) {
+            int64_t at = rep * w->rep_bytes + u[i].packed;
+            if (at >= n) break;
+            int64_t len = u[i].len < n - at ? u[i].len : n - at;
+            li[k] = (struct iovec){(char *)dst + at, (size_t)len};
+            ri[k] = (struct iovec){(void *)(uintptr_t)(mk->addr + (uint64_t)(base + u[i].src)), (size_t)len};
+            want += (size_t)len;
+            if (++k == IOV) {
+                if (process_vm_readv(pid, li, k, ri, k, 0) != (ssize_t)want) st = GDTE_ERR_TRANSPORT;
+                k = 0, want = 0;
+            }
+        }
+    }
+    if (st == GDTE_OK && k && process_vm_readv(pid, li, k, ri, k, 0) != (ssize_t)want) st = GDTE_ERR_TRANSPORT;
+    free(u);
+    return st;
+}
+
+static gdte_status_t fake_read(const mark_t *mk, const node_lay_t *lay, void *dst, int64_t n)
 {
     pid_t pid = (pid_t)mk->pid;
+    if (mk->shape == SHAPE_UNITS) return fake_read_units(pid, mk, lay, dst, n);
     if (mk->shape == SHAPE_CONTIG) {
         struct iovec l = {dst, (size_t)n}, r = {(void *)(uintptr_t)mk->addr, (size_t)n};
         return process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)n ? GDTE_OK : GDTE_ERR_TRANSPORT;
@@ -1298,6 +1465,7 @@ typedef struct queued_fin {
     slot_t *sl;
     uint64_t word;
     int peer, fin_tag, detached;
+    gdte_type_h pinned; /* a plan pinned for the copy (retained), unpinned once it is done */
 } queued_fin_t;
 static _Thread_local int batch_depth;
 static _Thread_local queued_fin_t *batch;
@@ -1309,6 +1477,13 @@ static void finish_word(slot_t *sl, uint64_t word, int peer, int fin_tag, int de
     if (!detached) (void)send_fin(peer, fin_tag);
 }
 
+static void unpin_plan(gdte_type_h t)
+{
+    if (!t) return;
+    gdte_devplan_unpin(t, gdte_gpu_current_device());
+    gdte_type_release(t);
+}
+
 void gdte_ipo_node_batch_begin(void) { batch_depth++; }
 
 void gdte_ipo_node_batch_end(void)
@@ -1316,7 +1491,10 @@ void gdte_ipo_node_batch_end(void)
     if (--batch_depth > 0 || batch_n == 0) return;
     gdte_status_t st = gdte_gpu_stream_synchronize(node_stream);
     if (st != GDTE_OK) gdte_error("node path: copies from peers failed: %s", gdte_status_string(st));
-    for (int i = 0; i < batch_n; i++) finish_word(batch[i].sl, batch[i].word, batch[i].peer, batch[i].fin_tag, batch[i].detached);
+    for (int i = 0; i < batch_n; i++) {
+        finish_word(batch[i].sl, batch[i].word, batch[i].peer, batch[i].fin_tag, batch[i].detached);
+        unpin_plan(batch[i].pinned);
+    }
     batch_n = 0;
 }
 
@@ -1353,19 +1531,86 @@ static gdte_status_t host_after_app(void)
     return st == GDTE_OK ? gdte_gpu_event_synchronize(node_ev_send) : st;
 }
 
+/* Work queued on node_stream: left for the batch's one synchronization, or waited for now. */
+static gdte_status_t queued_or_wait(gdte_status_t st, int *queued)
+{
+    if (st == GDTE_OK && batch_depth) {
+        *queued = 1; /* synchronized once for the batch (gdte_ipo_node_batch_end) */
+        return GDTE_OK;
+    }
+    gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+    return st != GDTE_OK ? st : s2;
+}
+
+/* Bytes [0, n) of a UNITS sender's message (GPU): one kernel from its buffer to ours when our
+ * plan is the same (`*pinned`: our plan, pinned until the kernel is done), else a pack through
+ * the sender's mapped units, straight into a contiguous receive or into staging, then our
+ * unpack. Everything on node_stream, in this process: the sender runs nothing. */
+static gdte_status_t pull_units(const mark_t *mk, const node_lay_t *w, int src_world, int64_t n, void *user, int count,
+                                gdte_type_h type, gdte_ipo_kind_t kind, int *queued, gdte_type_h *pinned)
+{
+    gdte_layout_t Lr;
+    memset(&Lr, 0, sizeof Lr);
+    gdte_status_t st = GDTE_OK;
+    void *base = NULL, *ub = NULL;
+    if (kind == GDTE_IPO_DEVICE && (st = gdte_engine_layout(type, count, &Lr)) != GDTE_OK) return st;
+    int same = kind == GDTE_IPO_DEVICE && lay_same(w, &Lr, type);
+    /* The units first: opening them may drop stale mappings of this peer, the buffer's too. */
+    if (!same && (st = map_peer(src_world, w->units_rbase, &w->units_handle, &ub)) != GDTE_OK) return st;
+    if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
+    const char *remote = (const char *)base + mk->offset;
+    if (same) {
+        const gdte_unit_t *du = NULL;
+        if ((st = gdte_devplan_pin(type, &du)) != GDTE_OK) return st;
+        gdte_type_retain(type);
+        *pinned = type;
+        Lr.units = du;
+        gdte_ipo_cnt_g.node_units_same++;
+        /* Both buffers through our plan: src + Lr.disp is the sender's first byte. */
+        return queued_or_wait(gdte_gpu_exec_copy_units(&Lr, remote - Lr.disp, user, 0, n, node_stream, 0), queued);
+    }
+    gdte_layout_t Ls;
+    lay_layout(w, (const gdte_unit_t *)((const char *)ub + w->units_offset), &Ls);
+    if (kind == GDTE_IPO_DEVICE && Lr.kind == GDTE_LAYOUT_KIND_CONTIG)
+        return queued_or_wait(gdte_gpu_exec(&Ls, GDTE_DIR_PACK, (void *)remote, (char *)user + Lr.disp, 0, n, node_stream, 0),
+                              queued);
+    gdte_stage_t *tmp = NULL, *h = NULL;
+    st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)n, &tmp);
+    if (st == GDTE_OK) st = gdte_gpu_exec(&Ls, GDTE_DIR_PACK, (void *)remote, tmp->ptr, 0, n, node_stream, 0);
+    if (st == GDTE_OK && kind == GDTE_IPO_DEVICE) {
+        gdte_pack_params_t p = {.field_mask = GDTE_PACK_FIELD_STREAM, .stream = node_stream, .flags = GDTE_PACK_FLAG_ASYNC};
+        st = gdte_unpack(tmp->ptr, n, user, count, type, &p, NULL);
+    } else if (st == GDTE_OK) {
+        /* A host receive: the packed bytes through pinned staging. */
+        st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)n, &h);
+        if (st == GDTE_OK) st = gdte_gpu_memcpy_async(h->ptr, tmp->ptr, (size_t)n, node_stream);
+    }
+    gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+    if (st == GDTE_OK) st = s2;
+    if (st == GDTE_OK && h) {
+        gdte_pack_params_t p = {.field_mask = 0, .flags = GDTE_PACK_FLAG_HOST};
+        st = gdte_unpack(h->ptr, n, user, count, type, &p, NULL);
+    }
+    if (h) gdte_stage_release(h);
+    if (tmp) gdte_stage_release(tmp);
+    return st;
+}
+
 /* Bytes [0, n) of the sender's message into (user, count, type): one kernel (or copy) from the
  * peer's memory where the shapes allow, else the packed bytes through a local buffer. */
-static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user, int count, gdte_type_h type,
-                          gdte_ipo_kind_t kind, int *queued)
+static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world, int64_t n, void *user, int count,
+                          gdte_type_h type, gdte_ipo_kind_t kind, int *queued, gdte_type_h *pinned)
 {
     *queued = 0;
+    *pinned = NULL;
     if (n == 0) return GDTE_OK;
     gdte_status_t st;
+    if (mk->shape == SHAPE_UNITS && (!lay || !lay_usable(lay, mk->nbytes))) return GDTE_ERR_INTERNAL;
     if (fake_mode && kind != GDTE_IPO_DEVICE) {
         /* Host memory on both sides (the fake device, or a host receive): read, then unpack. */
         void *tmp = malloc((size_t)n);
         if (!tmp) return GDTE_ERR_NO_MEMORY;
-        st = fake_read(mk, tmp, n);
+        st = fake_read(mk, lay, tmp, n);
         if (st == GDTE_OK) {
             gdte_pack_params_t p = {.field_mask = 0, .flags = GDTE_PACK_FLAG_HOST};
             st = kind == GDTE_IPO_FAKE ? gdte_xfer_unpack_from_host(tmp, 0, n, user, count, type, 1)
@@ -1374,11 +1619,12 @@ static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user
         free(tmp);
         return st;
     }
-    void *base = NULL;
-    if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
     if ((st = ensure_stream()) != GDTE_OK) return st;
     /* The application's last writes to its receive buffer land before the peer's bytes. */
     if (kind == GDTE_IPO_DEVICE && (st = stream_after_app()) != GDTE_OK) return st;
+    if (mk->shape == SHAPE_UNITS) return pull_units(mk, lay, src_world, n, user, count, type, kind, queued, pinned);
+    void *base = NULL;
+    if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
     const char *remote = (const char *)base + mk->offset;
     gdte_layout_t Ls;
     memset(&Ls, 0, sizeof Ls);
@@ -1420,12 +1666,7 @@ static gdte_status_t pull(const mark_t *mk, int src_world, int64_t n, void *user
             if (tmp) gdte_stage_release(tmp);
             return st;
         }
-        if (st == GDTE_OK && batch_depth) {
-            *queued = 1; /* synchronized once for the batch (node_flush) */
-            return GDTE_OK;
-        }
-        gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
-        return st != GDTE_OK ? st : s2;
+        return queued_or_wait(st, queued);
     }
     /* A host receive of a device message: the packed bytes through pinned staging. */
     gdte_stage_t *h = NULL;
@@ -1514,7 +1755,13 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
             at.handle = sl->handle;
         }
         int queued = 0;
-        if (s == GDTE_OK) s = pull(&at, w, n, user, count, type, kind, &queued);
+        gdte_type_h pinned = NULL;
+        node_lay_t lay_buf, *lay = NULL;
+        if (at.shape == SHAPE_UNITS && a && a->ndata == (int)sizeof lay_buf) {
+            memcpy(&lay_buf, a->data, sizeof lay_buf);
+            lay = &lay_buf;
+        }
+        if (s == GDTE_OK) s = pull(&at, lay, w, n, user, count, type, kind, &queued, &pinned);
         if (queued && batch_n == batch_cap) {
             int cap = batch_cap ? 2 * batch_cap : 64;
             queued_fin_t *nb = realloc(batch, sizeof *nb * (size_t)cap);
@@ -1522,10 +1769,11 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
             else queued = 0, s = gdte_gpu_stream_synchronize(node_stream);
         }
         if (queued) {
-            batch[batch_n++] = (queued_fin_t){sl, mk.word, w, mk.fin_tag, detached};
-        } else if (sl) {
+            batch[batch_n++] = (queued_fin_t){sl, mk.word, w, mk.fin_tag, detached, pinned};
+        } else {
             /* The sender waits for this whatever happened here. */
-            finish_word(sl, mk.word, w, mk.fin_tag, detached);
+            if (sl) finish_word(sl, mk.word, w, mk.fin_tag, detached);
+            unpin_plan(pinned);
         }
         if (kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.node_recvs++; /* device receives, as `recvs` */
     }

@@ -611,6 +611,19 @@ static void run_case(uint64_t seed, int64_t k)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* --node-units yes: irregular device messages went GPU to GPU read in place (the node path's
+ * UNITS shape), on a GPU some in one kernel between identical plans; no: none did. */
+static int node_units = -1;
+
+static void check_node_units(void)
+{
+    long long mine[2] = {mt_counter("node_units"), mt_counter("node_units_same")}, all[2] = {0, 0};
+    MPI_Allreduce(mine, all, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (mt_rank == 0) printf("node path: %lld irregular messages read in place, %lld of them buffer to buffer\n", all[0], all[1]);
+    if (node_units == 1) MT_CHECK(all[0] > 0 && (all[1] > 0 || !mt_cuda()), "node path in place: %lld sends, %lld same-plan receives", all[0], all[1]);
+    if (node_units == 0) MT_CHECK(all[0] == 0, "node path in place: %lld sends, want none", all[0]);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
@@ -623,6 +636,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--first") && i + 1 < argc) first = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--verbose")) verbose = 1;
+        else if (!strcmp(argv[i], "--node-units") && i + 1 < argc) node_units = !strcmp(argv[++i], "yes") ? 1 : 0;
     }
     const char *env = getenv("GDTETEST_CASES");
     if (env && *env) cases = atoll(env);
@@ -636,5 +650,6 @@ int main(int argc, char **argv)
                "MPI_BOTTOM, %ld with buf outside the allocation; %ld skipped (the MPI contradicts its own bounds)\n",
                (unsigned long long)seed, n_cases, n_pair[0], n_pair[1], n_pair[2], n_pair[3], n_trunc, n_bottom,
                n_outside, n_skipped);
+    check_node_units();
     return mt_finish("random_test");
 }
