@@ -19,6 +19,14 @@ static gdte_ranges_t fake = GDTE_RANGES_INIT(gdte_range_t, 0);
 
 int gdte_fake_contains(const void *ptr) { return gdte_ranges_find(&fake, (uintptr_t)ptr, NULL); }
 
+int gdte_fake_base(const void *ptr, uintptr_t *base_p)
+{
+    gdte_range_t r;
+    if (!gdte_ranges_find(&fake, (uintptr_t)ptr, &r)) return 0;
+    *base_p = r.lo;
+    return 1;
+}
+
 /** Designate [ptr, ptr+size) as fake device memory. 0 on success; -1 for a NULL or empty range,
  * one that overlaps a registered range, or no memory. */
 GDTE_IPO_EXPORT int gdte_fake_device_register(void *ptr, size_t size)

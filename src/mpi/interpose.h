@@ -69,6 +69,8 @@ typedef enum { GDTE_IPO_HOST = 0, GDTE_IPO_DEVICE = 1, GDTE_IPO_FAKE = 2, GDTE_I
 gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt);
 /* The fake-device registry (fakedev.c). */
 int gdte_fake_contains(const void *ptr);
+/* 1 and the registered range's first byte when `ptr` lies in fake device memory, else 0. */
+int gdte_fake_base(const void *ptr, uintptr_t *base_p);
 void gdte_fake_clear(void);
 
 /* ---- errors ---- */

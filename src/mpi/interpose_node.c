@@ -760,6 +760,7 @@ static int detach(node_send_t *s)
     if (st == GDTE_OK && !at) st = GDTE_ERR_INTERNAL;
     if (st == GDTE_OK) {
         sl->addr = (uint64_t)(uintptr_t)at;
+        sl->rbase = 0;
         if (!s->fake) st = export_ptr(at, &sl->handle, &sl->offset, &sl->rbase);
     }
     uint64_t want = s->mk.word;
@@ -1024,9 +1025,12 @@ static gdte_status_t units_offer(gdte_type_h type, int fake, const gdte_layout_t
 }
 
 /* The shape the receiver reads: the user's layout when it is dense or one stride, or irregular
- * with its units offered (`lay` filled), else a packed copy in device staging. */
+ * with its units offered (`lay` filled), else a packed copy in device staging. `*first` is the
+ * layout's origin (byte 0 of a dense or strided layout); `*anchor` a byte of the data, inside
+ * the allocation, to export it by: an irregular layout's origin (buf + disp) can lie outside it
+ * (negative true lower bounds, MPI_BOTTOM). */
 static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, int fake, int64_t nbytes, mark_t *mk,
-                                node_send_t *s, node_lay_t *lay, const void **first)
+                                node_send_t *s, node_lay_t *lay, const void **first, const void **anchor)
 {
     gdte_layout_t L;
     gdte_status_t st = gdte_engine_layout(type, count, &L);
@@ -1053,6 +1057,7 @@ static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, in
             s->user = buf;
             s->count = count;
             *first = u;
+            *anchor = (const void *)((uintptr_t)buf + (uintptr_t)L.true_lb); /* element 0's first byte */
             return GDTE_OK;
         }
         if (s->units_dev >= 0) gdte_devplan_unpin(type, s->units_dev);
@@ -1109,14 +1114,17 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         gdte_ipo_req_destroy(r);
         return 0;
     }
-    const void *first = NULL;
+    const void *first = NULL, *anchor = NULL;
     node_lay_t lay;
-    st = send_shape(buf, count, type, fake, nbytes, mk, s, &lay, &first);
+    st = send_shape(buf, count, type, fake, nbytes, mk, s, &lay, &first, &anchor);
+    if (!anchor) anchor = first;
     /* The receiver reads the user's buffer in place: what the application queued before this
      * call is in it first (a packed copy was made after that work already). */
     if (st == GDTE_OK && !fake && !s->stage) st = host_after_app();
     if (st == GDTE_OK && !fake) {
-        st = export_ptr(first, &mk->handle, &mk->offset, &mk->rbase);
+        st = export_ptr(anchor, &mk->handle, &mk->offset, &mk->rbase);
+        /* The origin from the allocation's base: negative when it lies before it. */
+        if (st == GDTE_OK) mk->offset += (int64_t)((uintptr_t)first - (uintptr_t)anchor);
         if (st == GDTE_ERR_UNSUPPORTED && !s->stage) {
             /* Memory the IPC cannot export (managed memory): a packed copy in staging. */
             if ((st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)nbytes, &s->stage)) == GDTE_OK &&
@@ -1125,6 +1133,18 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
                 first = s->stage->ptr;
                 st = export_ptr(first, &mk->handle, &mk->offset, &mk->rbase);
             }
+        }
+    } else if (st == GDTE_OK) {
+        /* Fake device: the receiver reads from the allocation's base and the offset, as the IPC
+         * path does, so CI checks the same arithmetic and the same lookup of the allocation. */
+        uintptr_t b = 0;
+        if (s->stage) {
+            mk->rbase = 0; /* our staging (not registered memory): its address */
+        } else if (gdte_fake_base(anchor, &b)) {
+            mk->rbase = (uint64_t)b;
+            mk->offset = (int64_t)((uintptr_t)first - b);
+        } else {
+            st = GDTE_ERR_MEMORY_KIND;
         }
     }
     uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
@@ -1407,7 +1427,7 @@ static int lay_same(const node_lay_t *w, const gdte_layout_t *L, gdte_type_h typ
 
 /* Fake device: bytes [0, n) of a UNITS sender's stream, read unit by unit from its memory (its
  * unit array first), in packed order. */
-static gdte_status_t fake_read_units(pid_t pid, const mark_t *mk, const node_lay_t *w, void *dst, int64_t n)
+static gdte_status_t fake_read_units(pid_t pid, uint64_t addr, const node_lay_t *w, void *dst, int64_t n)
 {
     size_t ub = (size_t)w->nunits * sizeof(gdte_unit_t);
     gdte_unit_t *u = malloc(ub);
@@ -1427,7 +1447,7 @@ static gdte_status_t fake_read_units(pid_t pid, const mark_t *mk, const node_lay
             if (at >= n) break;
             int64_t len = u[i].len < n - at ? u[i].len : n - at;
             li[k] = (struct iovec){(char *)dst + at, (size_t)len};
-            ri[k] = (struct iovec){(void *)(uintptr_t)(mk->addr + (uint64_t)(base + u[i].src)), (size_t)len};
+            ri[k] = (struct iovec){(void *)(uintptr_t)(addr + (uint64_t)(base + u[i].src)), (size_t)len};
             want += (size_t)len;
             if (++k == IOV) {
                 if (process_vm_readv(pid, li, k, ri, k, 0) != (ssize_t)want) st = GDTE_ERR_TRANSPORT;
@@ -1440,18 +1460,25 @@ static gdte_status_t fake_read_units(pid_t pid, const mark_t *mk, const node_lay
     return st;
 }
 
+/* Fake device: the sender's origin, from its allocation's base when it named one. */
+static uint64_t fake_origin(const mark_t *mk)
+{
+    return mk->rbase ? mk->rbase + (uint64_t)mk->offset : mk->addr;
+}
+
 static gdte_status_t fake_read(const mark_t *mk, const node_lay_t *lay, void *dst, int64_t n)
 {
     pid_t pid = (pid_t)mk->pid;
-    if (mk->shape == SHAPE_UNITS) return fake_read_units(pid, mk, lay, dst, n);
+    const uint64_t addr = fake_origin(mk);
+    if (mk->shape == SHAPE_UNITS) return fake_read_units(pid, addr, lay, dst, n);
     if (mk->shape == SHAPE_CONTIG) {
-        struct iovec l = {dst, (size_t)n}, r = {(void *)(uintptr_t)mk->addr, (size_t)n};
+        struct iovec l = {dst, (size_t)n}, r = {(void *)(uintptr_t)addr, (size_t)n};
         return process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)n ? GDTE_OK : GDTE_ERR_TRANSPORT;
     }
     int64_t done = 0;
     for (int64_t row = 0; done < n; row++) {
         size_t w = (size_t)(mk->width < n - done ? mk->width : n - done);
-        struct iovec l = {(char *)dst + done, w}, r = {(void *)(uintptr_t)(mk->addr + (uint64_t)(row * mk->pitch)), w};
+        struct iovec l = {(char *)dst + done, w}, r = {(void *)(uintptr_t)(addr + (uint64_t)(row * mk->pitch)), w};
         if (process_vm_readv(pid, &l, 1, &r, 1, 0) != (ssize_t)w) return GDTE_ERR_TRANSPORT;
         done += (int64_t)w;
     }
@@ -1558,7 +1585,7 @@ static gdte_status_t pull_units(const mark_t *mk, const node_lay_t *w, int src_w
     /* The units first: opening them may drop stale mappings of this peer, the buffer's too. */
     if (!same && (st = map_peer(src_world, w->units_rbase, &w->units_handle, &ub)) != GDTE_OK) return st;
     if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
-    const char *remote = (const char *)base + mk->offset;
+    const char *remote = (const char *)((uintptr_t)base + (uintptr_t)mk->offset);
     if (same) {
         const gdte_unit_t *du = NULL;
         if ((st = gdte_devplan_pin(type, &du)) != GDTE_OK) return st;
@@ -1625,7 +1652,7 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
     if (mk->shape == SHAPE_UNITS) return pull_units(mk, lay, src_world, n, user, count, type, kind, queued, pinned);
     void *base = NULL;
     if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
-    const char *remote = (const char *)base + mk->offset;
+    const char *remote = (const char *)((uintptr_t)base + (uintptr_t)mk->offset);
     gdte_layout_t Ls;
     memset(&Ls, 0, sizeof Ls);
     Ls.total = mk->nbytes;
