@@ -1323,6 +1323,7 @@ typedef struct map_ent {
 } map_ent_t;
 static map_ent_t *maps;
 static int nmaps;
+static _Atomic uint64_t map_drops; /* mappings closed so far: a pointer taken before may be gone */
 #define MAPS_MAX 512
 
 static void map_drop(map_ent_t *e)
@@ -1330,6 +1331,7 @@ static void map_drop(map_ent_t *e)
     /* Copies of a batch may still read through it: they finish first (rare: a stale or an
      * evicted mapping). */
     if (node_stream) (void)gdte_gpu_stream_synchronize(node_stream);
+    atomic_fetch_add(&map_drops, 1);
     HASH_DEL(maps, e);
     gdte_gpu_ipc_close(e->base);
     free(e);
@@ -1582,9 +1584,15 @@ static gdte_status_t pull_units(const mark_t *mk, const node_lay_t *w, int src_w
     void *base = NULL, *ub = NULL;
     if (kind == GDTE_IPO_DEVICE && (st = gdte_engine_layout(type, count, &Lr)) != GDTE_OK) return st;
     int same = kind == GDTE_IPO_DEVICE && lay_same(w, &Lr, type);
-    /* The units first: opening them may drop stale mappings of this peer, the buffer's too. */
-    if (!same && (st = map_peer(src_world, w->units_rbase, &w->units_handle, &ub)) != GDTE_OK) return st;
-    if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
+    /* Two mappings of the peer: opening one may close the other (a stale mapping of the peer
+     * found in the way drops them all), so both are taken again until neither open closed one. */
+    for (int tries = 0;; tries++) {
+        if (!same && (st = map_peer(src_world, w->units_rbase, &w->units_handle, &ub)) != GDTE_OK) return st;
+        uint64_t after_units = atomic_load(&map_drops);
+        if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
+        if (same || atomic_load(&map_drops) == after_units) break;
+        if (tries == 3) return GDTE_ERR_GPU;
+    }
     const char *remote = (const char *)((uintptr_t)base + (uintptr_t)mk->offset);
     if (same) {
         const gdte_unit_t *du = NULL;
