@@ -411,7 +411,10 @@ int gdte_ipo_node_init(void)
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
     fake_mode = (int)gdte_knob(GDTE_KNOB_FAKE_DEVICE);
     int64_t k = gdte_knob(GDTE_KNOB_MPI_IPC); /* auto|0|1 */
-    int want = k == 2 || (k == 0 && !gdte_ipo_gpu_aware());
+    /* On by default over a GPU-aware MPI too: within the node one kernel from the sender's
+     * layout beats packing into device staging and the MPI's own device pipeline (H100, 4 MiB
+     * vector: 14-23 GB/s through CUDA-aware Open MPI 4.1 with smcuda). */
+    int want = k == 2 || k == 0;
     if (!gdte_gpu_available() && !fake_mode) want = 0;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
     send_packed = getenv("GDTETEST_NODE_PACKED") && atoi(getenv("GDTETEST_NODE_PACKED"));

@@ -78,12 +78,11 @@ static int64_t min_post(MPI_Comm comm, int source)
     return gdte_ipo_node_on() && gdte_ipo_node_may_mark(comm, source) ? GDTE_IPO_MARK_BYTES : 0;
 }
 
-/* A message the MPI can take as it is: over an MPI that moves device memory, a type whose
- * `count` elements are one dense block. */
-static int mpi_takes_as_is(gdte_type_h t)
+/* A message the MPI can take as it is: a type whose `count` elements are one dense block. */
+static int dense_type(gdte_type_h t)
 {
     gdte_type_info_t info;
-    return gdte_ipo_gpu_aware() && gdte_type_get_info(t, &info) == GDTE_OK && info.is_contiguous;
+    return gdte_type_get_info(t, &info) == GDTE_OK && info.is_contiguous;
 }
 
 #define LAZY_LANDING_MIN (64 << 10)
@@ -99,9 +98,12 @@ static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int 
     /* Over an MPI that moves device memory, a small dense or single-stride message still goes
      * through pinned host staging when the copy engines can move it alone (xfer.c: no kernel,
      * no device-to-device copy, which cost a context switch on a shared GPU); past that the
-     * packed bytes stay on the device, and a dense message goes to the MPI as it is. */
-    int host_ce = gdte_ipo_gpu_aware() && kind == GDTE_IPO_DEVICE && gdte_xfer_copy_engine_fits(m->type, count, m->nbytes);
-    if (!host_ce && mpi_takes_as_is(m->type)) {
+     * packed bytes stay on the device, and a dense message goes to the MPI as it is. Not a
+     * receive that may match a marker (the node path runs over a GPU-aware MPI too): the marker
+     * must land where the host reads it, so such a receive is posted as over any MPI. */
+    const int ga = gdte_ipo_gpu_aware() && minpost == 0;
+    int host_ce = ga && kind == GDTE_IPO_DEVICE && gdte_xfer_copy_engine_fits(m->type, count, m->nbytes);
+    if (ga && !host_ce && dense_type(m->type)) {
         gdte_debug("%s: %d element(s), %lld contiguous bytes of device data, handed to the MPI as they are", fn, count,
                    (long long)m->nbytes);
         m->nbytes = 0;
@@ -109,7 +111,7 @@ static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int 
         return MPI_SUCCESS;
     }
     /* Over an MPI that moves device memory the packed bytes stay on the device. */
-    gdte_stage_kind_t sk = gdte_ipo_gpu_aware() && !host_ce ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
+    gdte_stage_kind_t sk = ga && !host_ce ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
     int fake = kind == GDTE_IPO_FAKE;
     if (minpost > 0 && sk == GDTE_STAGE_HOST && kind == GDTE_IPO_DEVICE && m->post >= LAZY_LANDING_MIN) {
         /* A receive that may match a marker (from a framing peer, or any source) most likely
