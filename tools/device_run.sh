@@ -569,9 +569,18 @@ section_mpi_gpuaware() {
       n=$((n + 1))
       [ $rc -eq 0 ] || { fails=$((fails + 1)); echo "FAILED rc=$rc: $t" | tee -a "$SUMMARY"; }
     done
+    # The device-staging path (messages to other nodes take it) with the node path off.
+    for t in "pingpong_test" "random_test --cases $(( ${DEVICE_MPI_RANDOM_CASES:-4000} / 4 )) --seed 78"; do
+      echo "== GDTE_MPI_IPC=0 $t" >>"$log"
+      # shellcheck disable=SC2086
+      "${run[@]}" -x GDTE_LOG=info -x GDTE_MPI_IPC=0 $MPI_BUILD/tests/mpi/$t >>"$log" 2>&1
+      rc=$?
+      n=$((n + 1))
+      [ $rc -eq 0 ] || { fails=$((fails + 1)); echo "FAILED rc=$rc: GDTE_MPI_IPC=0 $t" | tee -a "$SUMMARY"; }
+    done
     grep -q "MPI moves device memory (MPIX_Query_cuda_support())" "$log" ||
       { fails=$((fails + 1)); echo "the interposer did not find the MPI GPU-aware" | tee -a "$SUMMARY"; }
-    [ $fails -eq 0 ] && record mpi_gpuaware ok "$n programs on ompi-cuda (device staging)" ||
+    [ $fails -eq 0 ] && record mpi_gpuaware ok "$n programs on ompi-cuda (node path; device staging with GDTE_MPI_IPC=0)" ||
       record mpi_gpuaware FAIL "$fails of $n, see mpi_gpuaware.log"
     # No compute-sanitizer run here: under it this Open MPI's CUDA support fails (its host
     # registration and IPC copies return "invalid argument", then ob1 treats device staging as
