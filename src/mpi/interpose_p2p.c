@@ -86,6 +86,7 @@ static int dense_type(gdte_type_h t)
 }
 
 #define LAZY_LANDING_MIN (64 << 10)
+#define HOST_EAGER_MAX 4096 /* below every MPI's eager limit for host memory */
 
 static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, gdte_ipo_kind_t kind,
                             int64_t minpost, msg_t *m)
@@ -102,7 +103,12 @@ static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int 
      * receive that may match a marker (the node path runs over a GPU-aware MPI too): the marker
      * must land where the host reads it, so such a receive is posted as over any MPI. */
     const int ga = gdte_ipo_gpu_aware() && minpost == 0;
-    int host_ce = ga && kind == GDTE_IPO_DEVICE && gdte_xfer_copy_engine_fits(m->type, count, m->nbytes);
+    /* Small messages go through host memory too whatever their layout: a GPU-aware MPI sends
+     * device memory by rendezvous, so an MPI_Send of a few hundred bytes would wait for its
+     * receive where every MPI completes it eagerly from host memory (H100, CUDA-aware Open MPI
+     * 4.1 with smcuda: a sender that then entered MPI_Barrier before its receiver posted hung). */
+    int host_ce = ga && kind == GDTE_IPO_DEVICE &&
+                  (m->nbytes <= HOST_EAGER_MAX || gdte_xfer_copy_engine_fits(m->type, count, m->nbytes));
     if (ga && !host_ce && dense_type(m->type)) {
         gdte_debug("%s: %d element(s), %lld contiguous bytes of device data, handed to the MPI as they are", fn, count,
                    (long long)m->nbytes);
