@@ -1684,7 +1684,10 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
     if (kind == GDTE_IPO_DEVICE) {
         gdte_layout_t Ld;
         st = gdte_engine_layout(type, count, &Ld);
-        if (st == GDTE_OK && (Ld.kind == GDTE_LAYOUT_KIND_CONTIG || Ld.kind == GDTE_LAYOUT_KIND_STRIDED)) {
+        if (st == GDTE_OK && Ld.kind == GDTE_LAYOUT_KIND_CONTIG && Ls.kind == GDTE_LAYOUT_KIND_CONTIG) {
+            /* Dense to dense: the copy engines, as the MPI's own IPC copy (no SMs held). */
+            st = gdte_gpu_memcpy_async((char *)user + Ld.disp, remote, (size_t)n, node_stream);
+        } else if (st == GDTE_OK && (Ld.kind == GDTE_LAYOUT_KIND_CONTIG || Ld.kind == GDTE_LAYOUT_KIND_STRIDED)) {
             st = gdte_gpu_exec_copy(&Ls, remote, &Ld, user, 0, n, node_stream, 0);
         } else if (st == GDTE_OK && mk->shape == SHAPE_CONTIG) {
             gdte_pack_params_t p = {.field_mask = GDTE_PACK_FIELD_STREAM, .stream = node_stream,
