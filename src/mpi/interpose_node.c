@@ -167,6 +167,36 @@ static int *slot_stack, slot_top;
 static char shm_name[64];
 static int64_t *peer_active; /* per world rank: when a send of ours was last seen taken there */
 
+/* ---- recycled records ----
+ * The node path's per-message records (internal sends, send states, announcements) go back on
+ * a free list of their kind (utlist, a `next` member), at most ISEND_KEEP kept; the caller holds
+ * the list's lock. RECYCLE_GET leaves `e` NULL when the list is empty. */
+#define ISEND_KEEP 256 /* free records kept per kind */
+#define RECYCLE_GET(head, n, e)                                                                                        \
+    do {                                                                                                               \
+        (e) = (head);                                                                                                  \
+        if (e) {                                                                                                       \
+            LL_DELETE(head, e);                                                                                        \
+            (n)--;                                                                                                     \
+        }                                                                                                              \
+    } while (0)
+#define RECYCLE_PUT(head, n, e)                                                                                        \
+    do {                                                                                                               \
+        if ((n) < ISEND_KEEP) {                                                                                        \
+            LL_PREPEND(head, e);                                                                                       \
+            (n)++;                                                                                                     \
+        } else {                                                                                                       \
+            free(e);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+#define RECYCLE_DRAIN(head, n, type)                                                                                   \
+    do {                                                                                                               \
+        type *x_, *xt_;                                                                                                \
+        LL_FOREACH_SAFE(head, x_, xt_) free(x_);                                                                       \
+        (head) = NULL;                                                                                                 \
+        (n) = 0;                                                                                                       \
+    } while (0)
+
 /* ---- internal sends (announcements, markers, FINs) ----
  * A record per send, its bytes inline, back on a free list when the MPI is done with it: the
  * node path's per-message sends allocate nothing in steady state. */
@@ -181,17 +211,6 @@ typedef struct isend {
 static isend_t *isends, *isend_free;
 static int isend_nfree;
 static _Atomic int isends_n; /* in flight, read without the lock */
-#define ISEND_KEEP 256       /* free records kept */
-
-static void isend_put(isend_t *e) /* under node_lock */
-{
-    if (isend_nfree < ISEND_KEEP) {
-        LL_PREPEND(isend_free, e);
-        isend_nfree++;
-    } else {
-        free(e);
-    }
-}
 
 static void isends_reap(int block)
 {
@@ -204,26 +223,19 @@ static void isends_reap(int block)
         if (flag) {
             LL_DELETE(isends, e);
             isends_n--;
-            isend_put(e);
+            RECYCLE_PUT(isend_free, isend_nfree, e);
         }
     }
-    if (block) {
-        LL_FOREACH_SAFE(isend_free, e, tmp) free(e);
-        isend_free = NULL;
-        isend_nfree = 0;
-    }
+    if (block) RECYCLE_DRAIN(isend_free, isend_nfree, isend_t);
     pthread_mutex_unlock(&node_lock);
 }
 
 /* A record to fill (its bytes in e->u); NULL when out of memory. */
 static isend_t *isend_get(void)
 {
+    isend_t *e;
     pthread_mutex_lock(&node_lock);
-    isend_t *e = isend_free;
-    if (e) {
-        LL_DELETE(isend_free, e);
-        isend_nfree--;
-    }
+    RECYCLE_GET(isend_free, isend_nfree, e);
     pthread_mutex_unlock(&node_lock);
     return e ? e : malloc(sizeof *e);
 }
@@ -234,7 +246,7 @@ static int isend_post(isend_t *e, int n, int dest, int tag, MPI_Comm comm)
     int rc = PMPI_Isend(e->u.b, n, MPI_BYTE, dest, tag, comm, &e->req);
     pthread_mutex_lock(&node_lock);
     if (rc != MPI_SUCCESS) {
-        isend_put(e);
+        RECYCLE_PUT(isend_free, isend_nfree, e);
     } else {
         LL_PREPEND(isends, e);
         isends_n++;
@@ -653,12 +665,9 @@ static gdte_status_t host_after_app(void);
 /* Records recycled like the internal sends': nothing allocated per message in steady state. */
 static node_send_t *send_get(void)
 {
+    node_send_t *s;
     pthread_mutex_lock(&send_lock);
-    node_send_t *s = send_free;
-    if (s) {
-        LL_DELETE(send_free, s);
-        send_nfree--;
-    }
+    RECYCLE_GET(send_free, send_nfree, s);
     pthread_mutex_unlock(&send_lock);
     if (!s) s = malloc(sizeof *s);
     if (s) memset(s, 0, sizeof *s), s->units_dev = -1;
@@ -667,12 +676,7 @@ static node_send_t *send_get(void)
 
 static void send_put(node_send_t *s) /* under send_lock */
 {
-    if (send_nfree < ISEND_KEEP) {
-        LL_PREPEND(send_free, s);
-        send_nfree++;
-    } else {
-        free(s);
-    }
+    RECYCLE_PUT(send_free, send_nfree, s);
 }
 
 /* Under send_lock: the receiver has finished with `s` (its word reads DONE), or the marker was
@@ -1233,12 +1237,7 @@ static int ann_nfree;
 /* Announcements are recycled too (node_lock held for the list). */
 static void ann_put_locked(ann_t *a)
 {
-    if (ann_nfree < ISEND_KEEP) {
-        LL_PREPEND(ann_free, a);
-        ann_nfree++;
-    } else {
-        free(a);
-    }
+    RECYCLE_PUT(ann_free, ann_nfree, a);
 }
 
 static void ann_put(ann_t *a)
@@ -1252,13 +1251,9 @@ static void ann_put(ann_t *a)
 /* Under node_lock. */
 static ann_t *ann_fetch(node_comm_t *nc, int src, int tag)
 {
-    ann_t *a = ann_free;
-    if (a) {
-        LL_DELETE(ann_free, a);
-        ann_nfree--;
-    } else {
-        a = malloc(sizeof *a);
-    }
+    ann_t *a;
+    RECYCLE_GET(ann_free, ann_nfree, a);
+    if (!a) a = malloc(sizeof *a);
     unsigned char buf[ANN_MAX];
     MPI_Status st;
     if (!a || PMPI_Recv(buf, ANN_MAX, MPI_BYTE, src, tag, nc->shadow, &st) != MPI_SUCCESS) {
@@ -1301,14 +1296,8 @@ static ann_t *take_announcement(node_comm_t *nc, int src, int tag, uint64_t cook
  * receivers may still read what they name). */
 static void recycled_free(void)
 {
-    node_send_t *x, *xt;
-    LL_FOREACH_SAFE(send_free, x, xt) free(x);
-    send_free = NULL;
-    send_nfree = 0;
-    ann_t *y, *yt;
-    LL_FOREACH_SAFE(ann_free, y, yt) free(y);
-    ann_free = NULL;
-    ann_nfree = 0;
+    RECYCLE_DRAIN(send_free, send_nfree, node_send_t);
+    RECYCLE_DRAIN(ann_free, ann_nfree, ann_t);
 }
 
 /* Mapped peer allocations, by (peer, the allocation's base address there). A handle that

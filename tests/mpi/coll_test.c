@@ -26,11 +26,6 @@
  * Usage: coll_test [--cases N] [--seed S] [--first K] [--verbose]
  */
 #include "mpitest.h"
-#if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>
-#endif
-#endif
 
 static int64_t rr(int64_t lo, int64_t hi) { return lo + (int64_t)(mt_rnd() % (uint64_t)(hi - lo + 1)); }
 static int verbose;
@@ -251,15 +246,6 @@ typedef struct {
     MPI_Datatype stype, rtype, stypes[MAXP], rtypes[MAXP];
     int bsend; /* Bcast: this rank's buffer is its send side (the root's) */
 } call_t;
-
-/* ---- persistent forms: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ ---- */
-#if defined(MPI_VERSION) && MPI_VERSION >= 4
-#define HAVE_PINIT 1
-#define PINIT(x) MPI_##x##_init
-#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
-#define HAVE_PINIT 1
-#define PINIT(x) MPIX_##x##_init
-#endif
 
 /* The call in the form asked: `persistent` (an inactive request in *q), nonblocking (q) or
  * blocking (q NULL). */

@@ -23,6 +23,12 @@
 
 #include <dlfcn.h>
 #include <mpi.h>
+/* Open MPI's extensions (MPIX_ persistent collectives) */
+#if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +59,15 @@ static const char *mt_mode;
     } while (0)
 
 static inline int mt_fake(void) { return mt_mode && !strcmp(mt_mode, "fake"); }
+/* Persistent collectives: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ */
+#if defined(MPI_VERSION) && MPI_VERSION >= 4
+#define HAVE_PINIT 1
+#define PINIT(x) MPI_##x##_init
+#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
+#define HAVE_PINIT 1
+#define PINIT(x) MPIX_##x##_init
+#endif
+
 static inline int mt_cuda(void) { return mt_mode && !strcmp(mt_mode, "cuda"); }
 /* Device phases must go through gdte. */
 static inline int mt_expect_gdte(void) { return mt_fake() || mt_cuda(); }

@@ -20,11 +20,6 @@
  * Usage: reduce_test [--seed S]
  */
 #include "mpitest.h"
-#if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>
-#endif
-#endif
 
 extern int64_t gdte_mpi_reduce_counter(const char *name) __attribute__((weak));
 static int64_t red_counter(const char *n) { return gdte_mpi_reduce_counter ? gdte_mpi_reduce_counter(n) : 0; }
@@ -324,15 +319,6 @@ static const char *call_name[K_COUNT_][2] = {
 
 static uint64_t seed = 1;
 static int completions;
-
-/* ---- persistent forms: MPI-4's MPI_<name>_init where mpi.h has them, else Open MPI's MPIX_ ---- */
-#if defined(MPI_VERSION) && MPI_VERSION >= 4
-#define HAVE_PINIT 1
-#define PINIT(x) MPI_##x##_init
-#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
-#define HAVE_PINIT 1
-#define PINIT(x) MPIX_##x##_init
-#endif
 
 /* The call on (s, r) in the form asked: `persistent` (an inactive request in *req), nonblocking
  * (req) or blocking (req NULL). */
