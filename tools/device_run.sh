@@ -460,6 +460,38 @@ section_bench_halo3d() {
       record bench_halo3d:gpuaware FAIL "rc=$grc, see halo3d-gpuaware.log"
   )
 }
+# bench/coll: collectives on device buffers, 4 ranks on the GPU(s), each beside the hand-written
+# expert (pack kernels + raw IPC + unpack kernels) in the same run, over the image's MPI
+# (mpi=plain) and the CUDA-aware build (mpi=gpu-aware). Rows to $OUT/coll-<device>.csv.
+# Environment: DEVICE_COLL_ARGS (extra collbench arguments), DEVICE_COLL_NP (default 4).
+section_bench_coll() {
+  mpi_build || return
+  local ng dev csv log="$OUT/collbench.log" np=${DEVICE_COLL_NP:-4}
+  ng=$(nvidia-smi -L 2>/dev/null | wc -l)
+  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print $NF}')
+  csv="$OUT/coll-${dev:-gpu}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
+  # shellcheck disable=SC2086
+  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np "$np" --oversubscribe --bind-to none \
+    -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
+    "$MPI_BUILD/bench/coll/collbench" --mpi-label plain --csv "$csv" ${DEVICE_COLL_ARGS:-} >"$log" 2>&1
+  local rc=$?
+  grep -v "^\[" "$log" | tail -30
+  [ $rc -eq 0 ] && [ -s "$csv" ] && record bench_coll ok "$(basename "$csv")" || record bench_coll FAIL "rc=$rc, see collbench.log"
+  [ -f .deps/ompi-cuda/env.sh ] || return 0
+  (
+    # shellcheck disable=SC1091
+    . .deps/ompi-cuda/env.sh
+    local glog="$OUT/collbench-gpuaware.log"
+    # shellcheck disable=SC2086
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np "$np" --oversubscribe --bind-to none --mca pml ob1 \
+      --mca btl self,vader,smcuda -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
+      "$MPI_BUILD/bench/coll/collbench" --mpi-label gpu-aware --csv "$csv" ${DEVICE_COLL_ARGS:-} >"$glog" 2>&1
+    local grc=$?
+    grep -v "^\[" "$glog" | tail -30
+    [ $grc -eq 0 ] && record bench_coll:gpuaware ok "$(basename "$csv")" ||
+      record bench_coll:gpuaware FAIL "rc=$grc, see collbench-gpuaware.log"
+  )
+}
 # ==== end of MPI block ===========================================================================
 
 # bench/mpi (OSU-style latency and bw of contig / vector / indexed device messages, 2 ranks, with

@@ -32,7 +32,7 @@ gdte_status_t gdte_batch_plan(const gdte_batch_piece_t *pieces, int n, void *pac
         memset(it, 0, sizeof *it);
         it->L = p->L;
         it->user = p->user;
-        it->packed = (char *)packed + p->packed;
+        it->packed = packed ? (char *)packed + p->packed : (char *)(uintptr_t)p->packed;
         it->chunk0 = nch;
         int64_t t = p->L.total > 0 && p->L.kind != GDTE_LAYOUT_KIND_EMPTY ? p->L.total : 0;
         if (t > 0 && p->L.kind == GDTE_LAYOUT_KIND_UNITS && (!p->L.units || p->L.nunits <= 0 || p->L.rep_bytes <= 0))

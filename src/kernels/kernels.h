@@ -86,7 +86,8 @@ gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64
 typedef struct gdte_batch_piece {
     gdte_layout_t L; /* UNITS: L.units on the device for the GPU executor, on the host for the host one */
     char *user;      /* the user buffer as given (L.disp is relative to it) */
-    int64_t packed;  /* offset of the piece's packed stream in the packed buffer */
+    int64_t packed;  /* offset of the piece's packed stream in the packed buffer; with no packed
+                      * buffer (NULL), the stream's address itself (pieces read from several buffers) */
 } gdte_batch_piece_t;
 
 /* Host executor: every piece, one pass (counted as one batch of direction `dir`). */

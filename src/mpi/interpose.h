@@ -19,6 +19,7 @@
 #include <uthash.h>
 #include "gdte.h"
 #include "staging.h"
+#include "gpu/gpu.h"
 
 #define GDTE_IPO_EXPORT __attribute__((visibility("default")))
 
@@ -268,5 +269,17 @@ void gdte_ipo_node_sends_progress(void);
 void gdte_ipo_node_batch_begin(void);
 void gdte_ipo_node_batch_end(void);
 void gdte_ipo_node_block(int n, MPI_Request reqs[], int any);
+/* 1 when every other member of intracommunicator `comm` is a framing peer (the same answer on
+ * every member), with *world_p (if given) the members' ranks in MPI_COMM_WORLD; else 0. */
+int gdte_ipo_node_comm_local(MPI_Comm comm, const int **world_p);
+/* The fake-device test mode (GDTE_FAKE_DEVICE): peers read each other's memory with
+ * process_vm_readv instead of GPU IPC. */
+int gdte_ipo_node_fake(void);
+/* Device memory at p offered to framing peers: its allocation's IPC handle (exported once per
+ * allocation), p's offset from the allocation's base, and that base. */
+gdte_status_t gdte_ipo_node_export(const void *p, gdte_gpu_ipc_handle_t *h, int64_t *offset, uint64_t *rbase);
+/* A framing peer's exported allocation (its base rbase there) mapped here, cached per (peer,
+ * rbase) until the peer offers another allocation at that base. */
+gdte_status_t gdte_ipo_node_map(int peer_world, uint64_t rbase, const gdte_gpu_ipc_handle_t *h, void **base_p);
 
 #endif

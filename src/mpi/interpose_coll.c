@@ -17,6 +17,11 @@
  * the receive side unpacked by one after it (at completion for a nonblocking call: the MPI's
  * own request goes to the application, with a record whose finish hook unpacks).
  *
+ * Within the node (see "within the node" below): a blocking Alltoall(v,w), Allgather(v),
+ * Gather(v), Scatter(v) or Bcast whose members all run the node path and all have device
+ * buffers moves no byte through the MPI: each process packs into device staging by one batch,
+ * each receiver unpacks from the senders' staging, mapped through GPU IPC, by one batch.
+ *
  * Persistent forms (Open MPI's MPIX_<name>_init, MPI-4's MPI_<name>_init): the sides are
  * described, imported and staged once, at init, and the MPI's own persistent collective is set
  * up on the staged bytes; its request goes to the application with a record (persistent) whose
@@ -39,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include "interpose_coll.h"
 #include "import.h"
 #include "engine/engine.h"
@@ -87,11 +94,12 @@ __attribute__((constructor)) static void coll_resolve_next(void)
     }
 }
 
-static _Atomic int64_t n_calls, n_bytes_packed, n_bytes_unpacked;
+static _Atomic int64_t n_calls, n_node_calls, n_bytes_packed, n_bytes_unpacked;
 
 int64_t gdte_ipo_coll_counter(const char *name)
 {
     if (!strcmp(name, "coll_calls")) return n_calls;
+    if (!strcmp(name, "coll_node_calls")) return n_node_calls;
     if (!strcmp(name, "coll_bytes_packed")) return n_bytes_packed;
     if (!strcmp(name, "coll_bytes_unpacked")) return n_bytes_unpacked;
     if (!strcmp(name, "coll_pack_launches")) return gdte_exec_batch_count(GDTE_DIR_PACK);
@@ -197,6 +205,9 @@ typedef struct side {
     MPI_Datatype *btypes; /* and MPI_BYTE per block (FORM_W, FORM_WA) */
     gdte_batch_piece_t *pieces; /* staged sides: side_exec's work list, */
     gdte_type_h *pinned;        /* and the types whose device units it pins, one per block */
+    int imported;               /* side_import ran: its answer */
+    gdte_status_t import_st;
+    const char *import_why;
 } side_t;
 
 static void side_free(side_t *sd)
@@ -317,8 +328,21 @@ static gdte_ipo_kind_t side_kind(const side_t *sd)
     return a == b ? a : GDTE_IPO_MIXED;
 }
 
-/* Import every block's type and lay the blocks out in staging; the byte arrays the MPI gets. */
+static gdte_status_t side_import_once(side_t *sd, const char **why);
+/* Import every block's type and lay the blocks out in staging; the byte arrays the MPI gets.
+ * Once per side: a second call answers as the first did. */
 static gdte_status_t side_import(side_t *sd, const char **why)
+{
+    if (!sd->imported) {
+        sd->import_why = "";
+        sd->import_st = side_import_once(sd, &sd->import_why);
+        sd->imported = 1;
+    }
+    *why = sd->import_why;
+    return sd->import_st;
+}
+
+static gdte_status_t side_import_once(side_t *sd, const char **why)
 {
     int64_t total = 0, ub = -1;
     for (int i = 0; i < sd->nb; i++) {
@@ -410,19 +434,22 @@ static void unpin_all(gdte_type_h *t, int n)
     for (int i = 0; i < n; i++) gdte_devplan_unpin(t[i], dev);
 }
 
-/* Block `only` (-1: every block but `skip`) of a staged side, between the user's buffers and
- * sd->base, in one batch. Caller holds nothing. */
-static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
+/* The work list of block `only` (-1: every block but `skip`) of a side: each piece's packed
+ * stream at its block's offset in the side's staging, or, given `src`, at src[i] itself (a
+ * peer's staging, mapped: gdte_gpu_exec_batch with no packed buffer; NULL: the block is not
+ * moved). Device UNITS plans are pinned into sd->pinned (*npinned_p; the caller unpins them
+ * once the kernel is done); [*lo_p, *hi_p) is the staging the pieces touch. */
+static gdte_status_t side_pieces(side_t *sd, int only, int skip, char *const *src, int *n_p, int *npinned_p,
+                                 int64_t *lo_p, int64_t *hi_p)
 {
     gdte_batch_piece_t *p = sd->pieces;
     gdte_type_h *pinned = sd->pinned;
-    int npinned = 0;
+    int npinned = 0, n = 0;
     gdte_status_t st = GDTE_OK;
-    int n = 0;
     int64_t lo = INT64_MAX, hi = 0;
     for (int i = 0; i < sd->nb && st == GDTE_OK; i++) {
         blk_t *k = &sd->b[i];
-        if (k->nbytes <= 0 || k->null || (only >= 0 && i != only) || i == skip) continue;
+        if (k->nbytes <= 0 || k->null || (only >= 0 && i != only) || i == skip || (src && !src[i])) continue;
         gdte_layout_t L;
         if ((st = gdte_engine_layout(k->type, k->count, &L)) != GDTE_OK) break;
         char *user = k->buf;
@@ -440,11 +467,27 @@ static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
         }
         p[n].L = L;
         p[n].user = user;
-        p[n].packed = k->off;
+        p[n].packed = src ? (int64_t)(uintptr_t)src[i] : k->off;
         if (k->off < lo) lo = k->off;
         if (k->off + k->nbytes > hi) hi = k->off + k->nbytes;
         n++;
     }
+    *n_p = n;
+    *npinned_p = npinned;
+    *lo_p = lo;
+    *hi_p = hi;
+    return st;
+}
+
+/* Block `only` (-1: every block but `skip`) of a staged side, between the user's buffers and
+ * sd->base, in one batch. Caller holds nothing. */
+static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
+{
+    gdte_batch_piece_t *p = sd->pieces;
+    gdte_type_h *pinned = sd->pinned;
+    int n = 0, npinned = 0;
+    int64_t lo = 0, hi = 0;
+    gdte_status_t st = side_pieces(sd, only, skip, NULL, &n, &npinned, &lo, &hi);
     if (st != GDTE_OK || n == 0) {
         unpin_all(pinned, npinned);
         return st;
@@ -643,7 +686,12 @@ static int describe(const gdte_coll_args_t *a, coll_t *c)
     return rc;
 }
 
-static int stage_side(coll_t *c, side_t *sd, int recv)
+/* Import a side and give it staging: of kind `sk` (-1: what the MPI underneath reads) when
+ * `bytes` is set, else only the work list's arrays. */
+static int stage_side_as(coll_t *c, side_t *sd, int recv, int sk, int bytes);
+static int stage_side(coll_t *c, side_t *sd, int recv) { return stage_side_as(c, sd, recv, -1, 1); }
+
+static int stage_side_as(coll_t *c, side_t *sd, int recv, int sk_want, int bytes)
 {
     const char *why = "";
     gdte_status_t st = side_import(sd, &why);
@@ -654,12 +702,271 @@ static int stage_side(coll_t *c, side_t *sd, int recv)
     size_t nb = (size_t)(sd->nb > 0 ? sd->nb : 1);
     if (!(sd->pieces = malloc(nb * sizeof *sd->pieces)) || !(sd->pinned = malloc(nb * sizeof *sd->pinned)))
         return gdte_ipo_fail(c->comm, c->fn, GDTE_ERR_NO_MEMORY);
-    gdte_stage_kind_t sk = gdte_ipo_gpu_aware() && sd->kind != GDTE_IPO_HOST ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
+    if (!bytes) return MPI_SUCCESS;
+    gdte_stage_kind_t sk = sk_want >= 0                                    ? (gdte_stage_kind_t)sk_want
+                           : gdte_ipo_gpu_aware() && sd->kind != GDTE_IPO_HOST ? GDTE_STAGE_DEVICE
+                                                                               : GDTE_STAGE_HOST;
     if ((st = gdte_stage_acquire(sk, sd->kind == GDTE_IPO_FAKE, (size_t)sd->total, &sd->stage)) != GDTE_OK)
         return gdte_ipo_fail(c->comm, c->fn, st);
     /* A receive is posted before the guard page of host staging (staging.h). */
     sd->base = recv ? gdte_stage_tail(sd->stage, (size_t)sd->total) : sd->stage->ptr;
     return MPI_SUCCESS;
+}
+
+/* ---- within the node: GPU to GPU ----
+ * A blocking Alltoall(v,w), Allgather(v), Gather(v), Scatter(v) or Bcast on an intracommunicator
+ * whose other members are all framing peers (interpose_node.c: the same answer on every member)
+ * first asks, by a one-integer MPI_Allreduce, whether every member's buffers are device memory
+ * (or have no bytes). If so, no byte goes through the MPI: each process packs what it sends into
+ * device staging by one batched kernel, an MPI_Alltoall of small records tells each receiver
+ * where its pieces lie in each sender's staging (and hands over the staging's IPC handle), each
+ * receiver unpacks every piece from the senders' staging, mapped, by one batched kernel, and an
+ * MPI_Barrier keeps each staging until its last reader is done. Otherwise every member goes on
+ * as before (host buffers to the MPI untouched, device ones staged): the decision is the same on
+ * every member, so all of them call the same collectives underneath. */
+typedef struct node_rec {
+    int64_t off;    /* the piece for the receiver: its offset in the sender's staging (-1: none) */
+    int64_t nbytes; /* and its packed bytes */
+    int64_t soff;   /* the staging's first byte from its allocation's base (IPC) */
+    uint64_t rbase; /* that base in the sender (IPC) */
+    uint64_t addr;  /* fake device: the staging's address in the sender */
+    int64_t pid;    /* fake device: the sender's process */
+    int32_t status; /* GDTE_OK, or why the sender has no staging to offer */
+    int32_t pad;
+    gdte_gpu_ipc_handle_t h;
+} node_rec_t;
+
+static int node_op(gdte_coll_op_t op)
+{
+    switch (op) {
+    case GDTE_COLL_ALLTOALL:
+    case GDTE_COLL_ALLTOALLV:
+    case GDTE_COLL_ALLTOALLW:
+    case GDTE_COLL_ALLGATHER:
+    case GDTE_COLL_ALLGATHERV:
+    case GDTE_COLL_GATHER:
+    case GDTE_COLL_GATHERV:
+    case GDTE_COLL_SCATTER:
+    case GDTE_COLL_SCATTERV:
+    case GDTE_COLL_BCAST: return 1;
+    default: return 0;
+    }
+}
+
+/* A side this process may take into the node path: not used, without bytes, or on the device. */
+static int node_side_ok(const side_t *sd)
+{
+    if (!sd->involved || sd->nb <= 0 || sd->kind == GDTE_IPO_DEVICE || sd->kind == GDTE_IPO_FAKE) return 1;
+    if (sd->kind != GDTE_IPO_HOST) return 0;
+    for (int i = 0; i < sd->nb; i++) {
+        uintptr_t f, l;
+        if (blk_span(&sd->b[i], &f, &l)) return 0; /* host bytes */
+    }
+    return 1;
+}
+
+/* The block this process sends to member d, and the side it lies on (the receive side under
+ * MPI_IN_PLACE); -1: none. Mirrors what each collective moves (describe() made the sides). */
+static int node_send_blk(const coll_t *c, const gdte_coll_args_t *a, int d, side_t **sd_p)
+{
+    side_t *s = (side_t *)&c->s, *r = (side_t *)&c->r;
+    int me = c->rank, b = -1;
+    *sd_p = s;
+    switch (a->op) {
+    case GDTE_COLL_ALLTOALL:
+    case GDTE_COLL_ALLTOALLV:
+    case GDTE_COLL_ALLTOALLW:
+        if (c->pre == PRE_ALL) *sd_p = r;
+        b = d;
+        break;
+    case GDTE_COLL_ALLGATHER:
+    case GDTE_COLL_ALLGATHERV:
+        if (c->pre == PRE_MINE) *sd_p = r, b = d == me ? -1 : me;
+        else b = 0;
+        break;
+    case GDTE_COLL_GATHER:
+    case GDTE_COLL_GATHERV: b = d == a->root ? 0 : -1; break; /* the root in place has no send side */
+    case GDTE_COLL_SCATTER:
+    case GDTE_COLL_SCATTERV:
+        b = me != a->root || (d == me && c->r.nb <= 0) ? -1 : d; /* the root in place keeps its own */
+        break;
+    case GDTE_COLL_BCAST: b = me == a->root && d != me ? 0 : -1; break;
+    default: break;
+    }
+    return b >= 0 && b < (*sd_p)->nb ? b : -1;
+}
+
+/* The block of the receive side that member q fills; -1: none. */
+static int node_recv_blk(const coll_t *c, const gdte_coll_args_t *a, int q)
+{
+    int me = c->rank, b = -1;
+    switch (a->op) {
+    case GDTE_COLL_ALLTOALL:
+    case GDTE_COLL_ALLTOALLV:
+    case GDTE_COLL_ALLTOALLW: b = q; break;
+    case GDTE_COLL_ALLGATHER:
+    case GDTE_COLL_ALLGATHERV:
+    case GDTE_COLL_GATHER:
+    case GDTE_COLL_GATHERV: b = q == me && c->skip == me ? -1 : q; break; /* r has no blocks off the root */
+    case GDTE_COLL_SCATTER:
+    case GDTE_COLL_SCATTERV: b = q == a->root ? 0 : -1; break;
+    case GDTE_COLL_BCAST: b = q == a->root && me != a->root ? 0 : -1; break;
+    default: break;
+    }
+    return b >= 0 && b < c->r.nb ? b : -1;
+}
+
+/* Unpack the receive side's blocks from src[i] (NULL: not moved) by one batch on the GPU. */
+static gdte_status_t node_unpack_gpu(side_t *sd, char *const *src)
+{
+    int n = 0, npinned = 0;
+    int64_t lo, hi;
+    gdte_status_t st = side_pieces(sd, -1, -1, src, &n, &npinned, &lo, &hi);
+    if (st == GDTE_OK && n > 0) {
+        pthread_mutex_lock(&gpu_lock);
+        gdte_stage_t *desc = NULL;
+        st = gdte_coll_stream_after_app(&coll_stream, &coll_ev_app);
+        if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, gdte_gpu_exec_batch_scratch(n), &desc);
+        if (st == GDTE_OK) st = gdte_gpu_exec_batch(sd->pieces, n, GDTE_DIR_UNPACK, NULL, desc->ptr, coll_stream);
+        if (coll_stream) {
+            gdte_status_t s2 = gdte_gpu_stream_synchronize(coll_stream);
+            if (st == GDTE_OK) st = s2;
+        }
+        if (desc) gdte_stage_release(desc);
+        pthread_mutex_unlock(&gpu_lock);
+    }
+    unpin_all(sd->pinned, npinned);
+    return st;
+}
+
+/* The node path for collective `a` (node_op, blocking, on a communicator of framing peers):
+ * every member calls it. Returns 0 when the members' buffers do not all allow it (the caller
+ * goes on, on every member alike), else 1 with *rc_p the call's result. `described`: describe()
+ * succeeded on this process and the sides' kinds are set. */
+static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, const int *world, int *rc_p)
+{
+    MPI_Comm comm = a->comm;
+    int ok = described && node_side_ok(&c->s) && node_side_ok(&c->r);
+    const char *why = "";
+    if (ok && (side_import(&c->s, &why) != GDTE_OK || side_import(&c->r, &why) != GDTE_OK)) ok = 0;
+    int all = 0, rc = PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (rc != MPI_SUCCESS) {
+        *rc_p = rc;
+        return 1;
+    }
+    if (!all) return 0;
+    int fake = gdte_ipo_node_fake(), peers = comm_peers(comm), me = c->rank;
+    side_t *ps = c->pre != PRE_NONE ? &c->r : &c->s; /* the side this process's pieces are packed from */
+    gdte_status_t st = GDTE_OK;
+    rc = MPI_SUCCESS;
+    /* Work lists for both sides; staging for the packed one. */
+    if (c->s.nb > 0 && (rc = stage_side_as(c, &c->s, 0, GDTE_STAGE_DEVICE, ps == &c->s && ps->total > 0)) != MPI_SUCCESS)
+        st = GDTE_ERR_NO_MEMORY;
+    if (st == GDTE_OK && c->r.nb > 0 &&
+        (rc = stage_side_as(c, &c->r, 1, GDTE_STAGE_DEVICE, ps == &c->r && ps->total > 0)) != MPI_SUCCESS)
+        st = GDTE_ERR_NO_MEMORY;
+    node_rec_t mine;
+    memset(&mine, 0, sizeof mine);
+    if (st == GDTE_OK && ps->stage) {
+        /* The pieces in place before any peer may read them: the records go out after this. */
+        if (c->pre == PRE_NONE) {
+            if ((st = side_exec(ps, GDTE_DIR_PACK, -1, -1)) == GDTE_OK) n_bytes_packed += ps->total;
+        } else if ((st = side_exec(ps, GDTE_DIR_PACK, c->pre == PRE_MINE ? me : -1, -1)) == GDTE_OK) {
+            n_bytes_packed += ps->total;
+        }
+        if (st == GDTE_OK && fake) {
+            mine.pid = (int64_t)getpid();
+            mine.addr = (uint64_t)(uintptr_t)ps->base;
+        } else if (st == GDTE_OK) {
+            st = gdte_ipo_node_export(ps->base, &mine.h, &mine.soff, &mine.rbase);
+        }
+    }
+    mine.status = (int32_t)st;
+    node_rec_t *out = calloc((size_t)peers, sizeof *out), *in = calloc((size_t)peers, sizeof *in);
+    char **src = calloc((size_t)(c->r.nb > 0 ? c->r.nb : 1), sizeof *src);
+    if (!out || !in || !src) {
+        /* Nothing to exchange with: the members waiting in the exchange are told by the MPI's
+         * error when this process leaves (MPI_ERRORS_ARE_FATAL), else they wait. Rare enough. */
+        free(out);
+        free(in);
+        free(src);
+        *rc_p = gdte_ipo_fail(comm, c->fn, GDTE_ERR_NO_MEMORY);
+        return 1;
+    }
+    for (int d = 0; d < peers; d++) {
+        side_t *sd;
+        int b = node_send_blk(c, a, d, &sd);
+        out[d] = mine;
+        out[d].off = -1;
+        if (b >= 0 && sd->b[b].nbytes > 0) out[d].off = sd->b[b].off, out[d].nbytes = sd->b[b].nbytes;
+    }
+    rc = PMPI_Alltoall(out, (int)sizeof *out, MPI_BYTE, in, (int)sizeof *in, MPI_BYTE, comm);
+    /* Each piece from its sender's staging, checked against what this process expects. */
+    char *tmp = NULL;
+    int any = 0;
+    int64_t got = 0;
+    if (rc == MPI_SUCCESS && fake && c->r.total > 0 && !(tmp = malloc((size_t)c->r.total))) st = GDTE_ERR_NO_MEMORY;
+    for (int q = 0; rc == MPI_SUCCESS && q < peers; q++) {
+        int b = node_recv_blk(c, a, q);
+        int64_t want = b >= 0 ? c->r.b[b].nbytes : 0, have = in[q].off >= 0 ? in[q].nbytes : 0;
+        if (want != have) {
+            gdte_error("%s: rank %d sends %lld bytes where rank %d expects %lld (the type signatures differ)", c->fn, q,
+                       (long long)have, me, (long long)want);
+            if (st == GDTE_OK) st = GDTE_ERR_TRUNCATE;
+            continue;
+        }
+        if (have == 0) continue;
+        if (in[q].status != GDTE_OK) {
+            if (st == GDTE_OK) st = (gdte_status_t)in[q].status;
+            continue;
+        }
+        char *at = NULL;
+        if (fake && q == me) {
+            memcpy(tmp + c->r.b[b].off, ps->base + in[q].off, (size_t)have);
+        } else if (fake) {
+            struct iovec l = {tmp + c->r.b[b].off, (size_t)have};
+            struct iovec r = {(void *)(uintptr_t)(in[q].addr + (uint64_t)in[q].off), (size_t)have};
+            if (process_vm_readv((pid_t)in[q].pid, &l, 1, &r, 1, 0) != (ssize_t)have && st == GDTE_OK)
+                st = GDTE_ERR_TRANSPORT;
+        } else if (q == me) {
+            at = ps->base + in[q].off;
+        } else {
+            void *base = NULL;
+            gdte_status_t s2 = gdte_ipo_node_map(world[q], in[q].rbase, &in[q].h, &base);
+            if (s2 == GDTE_OK) at = (char *)base + in[q].soff + in[q].off;
+            else if (st == GDTE_OK) st = s2;
+        }
+        src[b] = at;
+        any = 1;
+        got += have;
+    }
+    if (rc == MPI_SUCCESS && st == GDTE_OK && any) {
+        if (fake) {
+            c->r.base = tmp;
+            st = side_exec(&c->r, GDTE_DIR_UNPACK, -1, c->skip);
+        } else {
+            st = node_unpack_gpu(&c->r, src);
+        }
+        if (st == GDTE_OK) n_bytes_unpacked += got;
+    }
+    /* Every reader done before any staging goes back to its pool. */
+    int rc2 = PMPI_Barrier(comm);
+    if (rc == MPI_SUCCESS) rc = rc2;
+    free(tmp);
+    free(out);
+    free(in);
+    free(src);
+    if (c->s.kind != GDTE_IPO_HOST || c->r.kind != GDTE_IPO_HOST) {
+        n_calls++;
+        n_node_calls++;
+    }
+    if (rc == MPI_SUCCESS && st != GDTE_OK) {
+        int code = gdte_mpi_status_to_mpi_error(st);
+        rc = coll_error(comm, c->fn, code == MPI_SUCCESS ? MPI_ERR_INTERN : code, "GPU to GPU within the node",
+                        gdte_status_string(st));
+    }
+    *rc_p = rc;
+    return 1;
 }
 
 int gdte_ipo_coll(const gdte_coll_args_t *a)
@@ -671,13 +978,24 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
     c->comm = a->comm;
     c->rank = comm_rank(a->comm);
     int rc = describe(a, c);
+    if (rc == MPI_SUCCESS) {
+        c->s.kind = side_kind(&c->s);
+        c->r.kind = side_kind(&c->r);
+    }
+    const int *world = NULL;
+    if (!a->req && a->init == GDTE_PINIT_NONE && node_op(a->op) && gdte_knob(GDTE_KNOB_MPI_COLL_NODE) &&
+        gdte_ipo_node_comm_local(a->comm, &world)) {
+        int nrc = MPI_SUCCESS;
+        if (coll_node(a, c, rc == MPI_SUCCESS, world, &nrc)) {
+            coll_free(c);
+            return nrc;
+        }
+    }
     if (rc != MPI_SUCCESS) {
         /* Arguments gdte cannot read: the MPI's own checks report them. */
         coll_free(c);
         return gdte_ipo_coll_next(a);
     }
-    c->s.kind = side_kind(&c->s);
-    c->r.kind = side_kind(&c->r);
     int dev_s = c->s.kind != GDTE_IPO_HOST, dev_r = c->r.kind != GDTE_IPO_HOST;
     if (!dev_s && !dev_r) {
         coll_free(c);

@@ -118,6 +118,7 @@ typedef struct node_comm {
     int size;        /* ranks messages name: the remote group's on an intercommunicator */
     int *world;      /* their ranks in MPI_COMM_WORLD (-1: not in it) */
     int any_peer;
+    int all_peers;   /* an intracommunicator whose other members are all framing peers */
     ann_t *anns;     /* received announcements, oldest first (utlist DL) */
 } node_comm_t;
 
@@ -311,6 +312,11 @@ void gdte_ipo_node_comm_new(MPI_Comm comm)
             if (nc->world[i] == MPI_UNDEFINED) nc->world[i] = -1;
             if (nc->world[i] >= 0 && peer_w[nc->world[i]]) nc->any_peer = 1;
         }
+        /* Every other member a framing peer: the same answer on every member (the relation is
+         * symmetric, and a clique seen from one member is one seen from all). */
+        nc->all_peers = !inter;
+        for (int i = 0; i < nc->size; i++)
+            if (nc->world[i] != world_rank && (nc->world[i] < 0 || !peer_w[nc->world[i]])) nc->all_peers = 0;
     }
     free(ranks);
     PMPI_Group_free(&g);
@@ -328,6 +334,16 @@ static int is_peer(const node_comm_t *nc, int rank)
 {
     return nc && rank >= 0 && rank < nc->size && nc->world[rank] >= 0 && peer_w[nc->world[rank]];
 }
+
+int gdte_ipo_node_comm_local(MPI_Comm comm, const int **world_p)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc || !nc->all_peers) return 0;
+    if (world_p) *world_p = nc->world;
+    return 1;
+}
+
+int gdte_ipo_node_fake(void) { return fake_mode; }
 
 int gdte_ipo_node_may_mark(MPI_Comm comm, int source)
 {
@@ -1370,6 +1386,16 @@ static gdte_status_t map_peer(int peer, uint64_t rbase, const gdte_gpu_ipc_handl
     pthread_mutex_unlock(&node_lock);
     *base_p = base;
     return st;
+}
+
+gdte_status_t gdte_ipo_node_export(const void *p, gdte_gpu_ipc_handle_t *h, int64_t *offset, uint64_t *rbase)
+{
+    return export_ptr(p, h, offset, rbase);
+}
+
+gdte_status_t gdte_ipo_node_map(int peer_world, uint64_t rbase, const gdte_gpu_ipc_handle_t *h, void **base_p)
+{
+    return map_peer(peer_world, rbase, h, base_p);
 }
 
 /* Fake device: the sender's bytes read with process_vm_readv into `dst` (n packed bytes). */

@@ -23,12 +23,20 @@
  * partly device memory is MPI_ERR_BUFFER, byte counts past an int are MPI_ERR_COUNT, on every
  * rank, with nothing sent.
  *
- * Usage: coll_test [--cases N] [--seed S] [--first K] [--verbose]
+ * Within the node: a blocking Alltoall(v,w), Allgather(v), Gather(v), Scatter(v) or Bcast on an
+ * intracommunicator whose ranks all have device buffers moves GPU to GPU (no byte through the
+ * MPI); --node yes|no asserts that it did (each such call under --all-device, and at least one
+ * otherwise) or that none did.
+ *
+ * Usage: coll_test [--cases N] [--seed S] [--first K] [--verbose] [--persistent] [--all-device]
+ *                  [--node yes|no]
  */
 #include "mpitest.h"
 
 static int64_t rr(int64_t lo, int64_t hi) { return lo + (int64_t)(mt_rnd() % (uint64_t)(hi - lo + 1)); }
 static int verbose;
+static int all_device; /* --all-device: every buffer of every rank on the device */
+static int node_want = -1; /* --node yes|no: the node path must (not) carry the calls it can */
 
 /* ---- random types ------------------------------------------------------------------------ */
 #define MAX_TYPES 4096
@@ -668,6 +676,7 @@ static void run(kase_t *K, int casen, int mode, int how)
     for (int i = 0; i < K->nsb; i++) span_add(&ss, K->sb[i].off, K->sb[i].count, K->sb[i].t);
     for (int i = 0; i < K->nrb; i++) span_add(&rs, K->rb[i].off, K->rb[i].count, K->rb[i].t);
     int dev_s = K->hassend && lr() % 3 != 0, dev_r = K->hasrecv && lr() % 3 != 0;
+    if (all_device) dev_s = K->hassend, dev_r = K->hasrecv;
     if (getenv("COLLTEST_HOST")) dev_s = dev_r = 0; /* to replay a case on host buffers alone */
     int64_t sbytes = 0, rbytes = 0, prebytes = 0;
     for (int i = 0; i < K->nsb; i++) sbytes += blk_bytes(&K->sb[i]);
@@ -715,7 +724,7 @@ static void run(kase_t *K, int casen, int mode, int how)
         int rc = call(c, hs.buf, hr.buf, NULL, 0);
         MT_CHECK(rc == MPI_SUCCESS, "%s round %d: host oracle returned %d", what, round, rc);
         int64_t p0 = mt_counter("coll_pack_launches"), u0 = mt_counter("coll_unpack_launches");
-        int64_t n0 = mt_counter("coll_calls");
+        int64_t n0 = mt_counter("coll_calls"), node0 = mt_counter("coll_node_calls");
         if (mode == M_PERSISTENT) {
             rc = round % 2 ? MPI_Startall(1, &q) : MPI_Start(&q);
             /* The last round is seen complete by MPI_Request_get_status first: the data is in the
@@ -734,6 +743,13 @@ static void run(kase_t *K, int casen, int mode, int how)
         MT_CHECK(dp == want_p && du == want_u, "%s round %d: %lld pack and %lld unpack launches, want %lld and %lld",
                  what, round, (long long)dp, (long long)du, (long long)want_p, (long long)want_u);
         MT_CHECK(dn == carried, "%s round %d: coll_calls moved by %lld, want %d", what, round, (long long)dn, carried);
+        /* Within the node, GPU to GPU: a blocking call of the forms the node path takes, on an
+         * intracommunicator, every buffer on the device (--all-device). */
+        int64_t dnode = mt_counter("coll_node_calls") - node0;
+        int node_form = mode == M_BLOCKING && c->comm != inter && (c->op <= OP_ALLTOALLW || c->op >= OP_ALLGATHER);
+        if (node_want == 0 || (node_want == 1 && all_device))
+            MT_CHECK(dnode == (node_want && node_form ? carried : 0), "%s round %d: %lld calls GPU to GPU, want %d", what,
+                     round, (long long)dnode, node_want && node_form ? carried : 0);
         unsigned char *a = area_read(&dr), *b = area_read(&hr);
         char w2[260];
         snprintf(w2, sizeof w2, "%s round %d, receive buffer", what, round);
@@ -810,6 +826,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--first") && i + 1 < argc) first = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--verbose")) verbose = 1;
         else if (!strcmp(argv[i], "--persistent")) persistent = 1;
+        else if (!strcmp(argv[i], "--all-device")) all_device = 1;
+        else if (!strcmp(argv[i], "--node") && i + 1 < argc) node_want = !strcmp(argv[++i], "yes");
     }
     mt_init(&argc, &argv);
 #ifndef HAVE_PINIT
@@ -851,6 +869,10 @@ int main(int argc, char **argv)
         /* Open MPI 4.1's MPI_Ialltoallw in place on derived types never completes on 2 ranks, on
          * host buffers alone too (COLLTEST_HOST=1 replays it): those cases stay blocking. */
         if (inplace && op == OP_ALLTOALLW) mode = M_BLOCKING;
+        /* --all-device tests the node path, which takes blocking calls; Open MPI 4.1 also never
+         * completes MPI_Igather in place after an in-place MPI_Ialltoallv on 3 ranks (seed 33,
+         * cases 298-302, without gdte too). */
+        if (all_device && !persistent) mode = M_BLOCKING;
         int how = getenv("COLLTEST_HOW") ? atoi(getenv("COLLTEST_HOW")) : (k / 4) % 8; /* to replay a case */
         run(&K, k, mode, how);
         free_types();
@@ -862,8 +884,10 @@ int main(int argc, char **argv)
         MT_CHECK(mt_counter("coll_pack_launches") <= 0, "collectives went through gdte in mode %s", mt_mode ? mt_mode : "plain");
     MPI_Comm cs[5] = {cart_per, cart_open, graph, dgraph, inter};
     for (int i = 0; i < 5; i++) MPI_Comm_free(&cs[i]);
+    if (node_want == 1) MT_CHECK(mt_counter("coll_node_calls") > 0, "no collective went GPU to GPU within the node");
     if (mt_rank == 0)
-        printf("coll_test: %d cases, %lld pack and %lld unpack batches on rank 0\n", cases,
-               (long long)mt_counter("coll_pack_launches"), (long long)mt_counter("coll_unpack_launches"));
+        printf("coll_test: %d cases, %lld pack and %lld unpack batches, %lld calls GPU to GPU on rank 0\n", cases,
+               (long long)mt_counter("coll_pack_launches"), (long long)mt_counter("coll_unpack_launches"),
+               (long long)mt_counter("coll_node_calls"));
     return mt_finish("coll_test");
 }
