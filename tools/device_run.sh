@@ -468,7 +468,9 @@ section_bench_coll() {
   mpi_build || return
   local ng dev csv log="$OUT/collbench.log" np=${DEVICE_COLL_NP:-4}
   ng=$(nvidia-smi -L 2>/dev/null | wc -l)
-  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print $NF}')
+  # "NVIDIA H100 80GB HBM3" -> h100, as the committed coll-h100.csv
+  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE '[a-z][0-9]{2,4}' | head -1 |
+    tr '[:upper:]' '[:lower:]')
   csv="$OUT/coll-${dev:-gpu}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
   # shellcheck disable=SC2086
   timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np "$np" --oversubscribe --bind-to none \

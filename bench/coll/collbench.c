@@ -43,6 +43,8 @@ extern int gdte_fake_device_unregister(void *ptr) __attribute__((weak));
 #ifndef COLLBENCH_COMMIT
 #define COLLBENCH_COMMIT "unknown"
 #endif
+/* The commit measured: $GDTETEST_COMMIT (a device run of a working tree), else the configured one. */
+static const char *commit(void) { return getenv("GDTETEST_COMMIT") ? getenv("GDTETEST_COMMIT") : COLLBENCH_COMMIT; }
 
 static int rank, np, iters = 10, warmup = 2, gpu = -1, failures;
 static const char *mpi_label = "mpi", *csv_path;
@@ -104,7 +106,7 @@ static void csv_row(const char *bench, long size, double us, double expert_us, d
         fprintf(f, "device,commit,gpus,mpi,benchmark,ranks,size,median_us,ratio_to_expert,pack_launches,unpack_launches,"
                    "expert_us\n");
     int gpus = gpu >= 0 ? 1 : 0;
-    fprintf(f, "%s,%s,%d,%s,%s,%d,%ld,%.2f,%.4f,%.2f,%.2f,%.2f\n", cb_device_name(), COLLBENCH_COMMIT, gpus, mpi_label,
+    fprintf(f, "%s,%s,%d,%s,%s,%d,%ld,%.2f,%.4f,%.2f,%.2f,%.2f\n", cb_device_name(), commit(), gpus, mpi_label,
             bench, np, size, us, us > 0 ? expert_us / us : 0, packs, unpacks, expert_us);
     fclose(f);
 }
@@ -626,7 +628,7 @@ int main(int argc, char **argv)
     gpu = cb_init(rank);
     if (rank == 0)
         printf("collbench: %d ranks, %s, gdte interposer: %s, commit %s\n", np, gpu >= 0 ? cb_device_name() : "host memory (fake device)",
-               gdte_mpi_counter ? "present" : "absent", COLLBENCH_COMMIT);
+               gdte_mpi_counter ? "present" : "absent", commit());
     int all = !strcmp(which, "all");
     if (all || !strcmp(which, "transpose"))
         for (int i = 0; i < nt; i++) bench_transpose(tsz[i]);
