@@ -94,12 +94,13 @@ __attribute__((constructor)) static void coll_resolve_next(void)
     }
 }
 
-static _Atomic int64_t n_calls, n_node_calls, n_bytes_packed, n_bytes_unpacked;
+static _Atomic int64_t n_calls, n_node_calls, n_node_inplace, n_bytes_packed, n_bytes_unpacked;
 
 int64_t gdte_ipo_coll_counter(const char *name)
 {
     if (!strcmp(name, "coll_calls")) return n_calls;
     if (!strcmp(name, "coll_node_calls")) return n_node_calls;
+    if (!strcmp(name, "coll_node_inplace")) return n_node_inplace;
     if (!strcmp(name, "coll_bytes_packed")) return n_bytes_packed;
     if (!strcmp(name, "coll_bytes_unpacked")) return n_bytes_unpacked;
     if (!strcmp(name, "coll_pack_launches")) return gdte_exec_batch_count(GDTE_DIR_PACK);
@@ -439,8 +440,8 @@ static void unpin_all(gdte_type_h *t, int n)
  * peer's staging, mapped: gdte_gpu_exec_batch with no packed buffer; NULL: the block is not
  * moved). Device UNITS plans are pinned into sd->pinned (*npinned_p; the caller unpins them
  * once the kernel is done); [*lo_p, *hi_p) is the staging the pieces touch. */
-static gdte_status_t side_pieces(side_t *sd, int only, int skip, char *const *src, int *n_p, int *npinned_p,
-                                 int64_t *lo_p, int64_t *hi_p)
+static gdte_status_t side_pieces(side_t *sd, int only, int skip, char *const *src, const char *omit, int *n_p,
+                                 int *npinned_p, int64_t *lo_p, int64_t *hi_p)
 {
     gdte_batch_piece_t *p = sd->pieces;
     gdte_type_h *pinned = sd->pinned;
@@ -449,7 +450,8 @@ static gdte_status_t side_pieces(side_t *sd, int only, int skip, char *const *sr
     int64_t lo = INT64_MAX, hi = 0;
     for (int i = 0; i < sd->nb && st == GDTE_OK; i++) {
         blk_t *k = &sd->b[i];
-        if (k->nbytes <= 0 || k->null || (only >= 0 && i != only) || i == skip || (src && !src[i])) continue;
+        if (k->nbytes <= 0 || k->null || (only >= 0 && i != only) || i == skip || (src && !src[i]) || (omit && omit[i]))
+            continue;
         gdte_layout_t L;
         if ((st = gdte_engine_layout(k->type, k->count, &L)) != GDTE_OK) break;
         char *user = k->buf;
@@ -479,15 +481,15 @@ static gdte_status_t side_pieces(side_t *sd, int only, int skip, char *const *sr
     return st;
 }
 
-/* Block `only` (-1: every block but `skip`) of a staged side, between the user's buffers and
- * sd->base, in one batch. Caller holds nothing. */
-static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
+/* Block `only` (-1: every block but `skip`, and but those omit[] marks) of a staged side, between
+ * the user's buffers and sd->base, in one batch. Caller holds nothing. */
+static gdte_status_t side_exec_omit(side_t *sd, gdte_dir_t dir, int only, int skip, const char *omit)
 {
     gdte_batch_piece_t *p = sd->pieces;
     gdte_type_h *pinned = sd->pinned;
     int n = 0, npinned = 0;
     int64_t lo = 0, hi = 0;
-    gdte_status_t st = side_pieces(sd, only, skip, NULL, &n, &npinned, &lo, &hi);
+    gdte_status_t st = side_pieces(sd, only, skip, NULL, omit, &n, &npinned, &lo, &hi);
     if (st != GDTE_OK || n == 0) {
         unpin_all(pinned, npinned);
         return st;
@@ -533,6 +535,11 @@ static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
     pthread_mutex_unlock(&gpu_lock);
     unpin_all(pinned, npinned);
     return st;
+}
+
+static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
+{
+    return side_exec_omit(sd, dir, only, skip, NULL);
 }
 
 /* ---- one call ---- */
@@ -725,14 +732,13 @@ static int stage_side_as(coll_t *c, side_t *sd, int recv, int sk_want, int bytes
  * as before (host buffers to the MPI untouched, device ones staged): the decision is the same on
  * every member, so all of them call the same collectives underneath. */
 typedef struct node_rec {
-    int64_t off;    /* the piece for the receiver: its offset in the sender's staging (-1: none) */
+    int64_t off;    /* the piece for the receiver: its offset from addr (-1: none) */
     int64_t nbytes; /* and its packed bytes */
-    int64_t soff;   /* the staging's first byte from its allocation's base (IPC) */
-    uint64_t rbase; /* that base in the sender (IPC) */
-    uint64_t addr;  /* fake device: the staging's address in the sender */
+    uint64_t addr;  /* where the sender's region (its staging, or a dense send block) starts there */
+    uint64_t rbase; /* IPC: the base of the allocation holding it, in the sender */
     int64_t pid;    /* fake device: the sender's process */
-    int32_t status; /* GDTE_OK, or why the sender has no staging to offer */
-    int32_t pad;
+    int32_t status; /* GDTE_OK, or why the sender has nothing to offer */
+    int32_t world;  /* the sender's rank in MPI_COMM_WORLD */
     gdte_gpu_ipc_handle_t h;
 } node_rec_t;
 
@@ -748,9 +754,20 @@ static int node_op(gdte_coll_op_t op)
     case GDTE_COLL_GATHERV:
     case GDTE_COLL_SCATTER:
     case GDTE_COLL_SCATTERV:
-    case GDTE_COLL_BCAST: return 1;
+    case GDTE_COLL_BCAST:
+    case GDTE_COLL_NALLTOALL:
+    case GDTE_COLL_NALLTOALLV:
+    case GDTE_COLL_NALLTOALLW:
+    case GDTE_COLL_NALLGATHER:
+    case GDTE_COLL_NALLGATHERV: return 1;
     default: return 0;
     }
+}
+
+static int node_neighbor(gdte_coll_op_t op)
+{
+    return op == GDTE_COLL_NALLTOALL || op == GDTE_COLL_NALLTOALLV || op == GDTE_COLL_NALLTOALLW ||
+           op == GDTE_COLL_NALLGATHER || op == GDTE_COLL_NALLGATHERV;
 }
 
 /* A side this process may take into the node path: not used, without bytes, or on the device. */
@@ -821,7 +838,7 @@ static gdte_status_t node_unpack_gpu(side_t *sd, char *const *src)
 {
     int n = 0, npinned = 0;
     int64_t lo, hi;
-    gdte_status_t st = side_pieces(sd, -1, -1, src, &n, &npinned, &lo, &hi);
+    gdte_status_t st = side_pieces(sd, -1, -1, src, NULL, &n, &npinned, &lo, &hi);
     if (st == GDTE_OK && n > 0) {
         pthread_mutex_lock(&gpu_lock);
         gdte_stage_t *desc = NULL;
@@ -839,11 +856,37 @@ static gdte_status_t node_unpack_gpu(side_t *sd, char *const *src)
     return st;
 }
 
+/* A send block whose bytes are dense in the user's buffer: its first byte (*start_p). */
+static int blk_dense(const blk_t *k, char **start_p)
+{
+    gdte_layout_t L;
+    if (k->nbytes <= 0 || gdte_engine_layout(k->type, k->count, &L) != GDTE_OK || L.kind != GDTE_LAYOUT_KIND_CONTIG)
+        return 0;
+    *start_p = (char *)((uintptr_t)k->buf + (uintptr_t)L.disp); /* MPI_BOTTOM: disp is the address */
+    return 1;
+}
+
+/* What this process offers for send block b of side sd: the block itself where it is dense and
+ * exported (dense[b], with its record base[b]), else its place in the staging (stage). */
+static void node_offer(const side_t *sd, int b, const char *dense, const node_rec_t *base, const node_rec_t *stage,
+                       node_rec_t *out)
+{
+    if (b < 0 || b >= sd->nb || sd->b[b].nbytes <= 0 || sd->b[b].null) {
+        *out = *stage;
+        out->off = -1;
+        out->nbytes = 0;
+        return;
+    }
+    *out = dense && dense[b] ? base[b] : *stage;
+    out->off = dense && dense[b] ? 0 : sd->b[b].off;
+    out->nbytes = sd->b[b].nbytes;
+}
+
 /* The node path for collective `a` (node_op, blocking, on a communicator of framing peers):
  * every member calls it. Returns 0 when the members' buffers do not all allow it (the caller
  * goes on, on every member alike), else 1 with *rc_p the call's result. `described`: describe()
  * succeeded on this process and the sides' kinds are set. */
-static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, const int *world, int *rc_p)
+static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int my_world, int *rc_p)
 {
     MPI_Comm comm = a->comm;
     int ok = described && node_side_ok(&c->s) && node_side_ok(&c->r);
@@ -855,63 +898,93 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, const 
         return 1;
     }
     if (!all) return 0;
-    int fake = gdte_ipo_node_fake(), peers = comm_peers(comm), me = c->rank;
-    side_t *ps = c->pre != PRE_NONE ? &c->r : &c->s; /* the side this process's pieces are packed from */
+    int fake = gdte_ipo_node_fake(), me = c->rank, neighbor = node_neighbor(a->op);
+    int nout = comm_peers(comm), nin = nout;
+    if (neighbor && topo_degrees(comm, &nin, &nout)) nin = nout = 0; /* describe() read them already */
+    /* The side this process's pieces come from: the receive side under MPI_IN_PLACE (packed
+     * first: the peers must not read blocks this process is about to overwrite), else the send
+     * side, whose dense blocks are read where they are. */
+    side_t *ps = c->pre != PRE_NONE ? &c->r : &c->s;
     gdte_status_t st = GDTE_OK;
     rc = MPI_SUCCESS;
-    /* Work lists for both sides; staging for the packed one. */
-    if (c->s.nb > 0 && (rc = stage_side_as(c, &c->s, 0, GDTE_STAGE_DEVICE, ps == &c->s && ps->total > 0)) != MPI_SUCCESS)
+    size_t nps = (size_t)(ps->nb > 0 ? ps->nb : 1);
+    char *dense = calloc(nps, 1);
+    node_rec_t *base = calloc(nps, sizeof *base);
+    node_rec_t *out = calloc((size_t)(nout > 0 ? nout : 1), sizeof *out);
+    node_rec_t *in = calloc((size_t)(nin > 0 ? nin : 1), sizeof *in);
+    char **src = calloc((size_t)(c->r.nb > 0 ? c->r.nb : 1), sizeof *src);
+    if (!dense || !base || !out || !in || !src) st = GDTE_ERR_NO_MEMORY;
+    node_rec_t stage;
+    memset(&stage, 0, sizeof stage);
+    stage.world = my_world;
+    stage.pid = (int64_t)getpid();
+    /* Dense send blocks offered in place (device memory another process can map). */
+    int64_t packed_bytes = ps->total, ndense = 0;
+    for (int i = 0; st == GDTE_OK && ps == &c->s && i < ps->nb; i++) {
+        char *at;
+        if (!blk_dense(&ps->b[i], &at)) continue;
+        base[i] = stage;
+        base[i].addr = (uint64_t)(uintptr_t)at;
+        int64_t soff = 0;
+        if (!fake && gdte_ipo_node_export(at, &base[i].h, &soff, &base[i].rbase) != GDTE_OK) continue;
+        dense[i] = 1;
+        ndense++;
+        n_node_inplace++;
+        packed_bytes -= ps->b[i].nbytes;
+    }
+    /* Work lists for both sides; staging for what is packed. */
+    if (st == GDTE_OK && c->s.nb > 0 &&
+        stage_side_as(c, &c->s, 0, GDTE_STAGE_DEVICE, ps == &c->s && packed_bytes > 0) != MPI_SUCCESS)
         st = GDTE_ERR_NO_MEMORY;
     if (st == GDTE_OK && c->r.nb > 0 &&
-        (rc = stage_side_as(c, &c->r, 1, GDTE_STAGE_DEVICE, ps == &c->r && ps->total > 0)) != MPI_SUCCESS)
+        stage_side_as(c, &c->r, 1, GDTE_STAGE_DEVICE, ps == &c->r && packed_bytes > 0) != MPI_SUCCESS)
         st = GDTE_ERR_NO_MEMORY;
-    node_rec_t mine;
-    memset(&mine, 0, sizeof mine);
     if (st == GDTE_OK && ps->stage) {
         /* The pieces in place before any peer may read them: the records go out after this. */
-        if (c->pre == PRE_NONE) {
-            if ((st = side_exec(ps, GDTE_DIR_PACK, -1, -1)) == GDTE_OK) n_bytes_packed += ps->total;
-        } else if ((st = side_exec(ps, GDTE_DIR_PACK, c->pre == PRE_MINE ? me : -1, -1)) == GDTE_OK) {
-            n_bytes_packed += ps->total;
+        if ((st = side_exec_omit(ps, GDTE_DIR_PACK, c->pre == PRE_MINE ? me : -1, -1, dense)) == GDTE_OK)
+            n_bytes_packed += packed_bytes;
+        stage.addr = (uint64_t)(uintptr_t)ps->base;
+        int64_t soff = 0;
+        if (st == GDTE_OK && !fake) st = gdte_ipo_node_export(ps->base, &stage.h, &soff, &stage.rbase);
+    } else if (st == GDTE_OK && ndense && !fake) {
+        /* Read where they are: after the application's queued work that writes them. */
+        pthread_mutex_lock(&gpu_lock);
+        st = gdte_coll_stream_after_app(&coll_stream, &coll_ev_app);
+        if (st == GDTE_OK) st = gdte_gpu_stream_synchronize(coll_stream);
+        pthread_mutex_unlock(&gpu_lock);
+    }
+    stage.status = (int32_t)st;
+    for (int i = 0; base && i < ps->nb; i++) base[i].status = (int32_t)st;
+    /* The records: per member (Alltoall) or per neighbour (Neighbor_alltoall, whose routing is the
+     * MPI's own, as the data's would be: directions on a Cartesian communicator, repeated
+     * neighbours in order). */
+    if (st == GDTE_OK || (out && in)) {
+        for (int d = 0; d < nout; d++) {
+            side_t *sd = ps;
+            int b = neighbor ? (a->op == GDTE_COLL_NALLGATHER || a->op == GDTE_COLL_NALLGATHERV ? 0 : d)
+                             : node_send_blk(c, a, d, &sd);
+            node_offer(sd, b, sd == ps ? dense : NULL, base, &stage, &out[d]);
         }
-        if (st == GDTE_OK && fake) {
-            mine.pid = (int64_t)getpid();
-            mine.addr = (uint64_t)(uintptr_t)ps->base;
-        } else if (st == GDTE_OK) {
-            st = gdte_ipo_node_export(ps->base, &mine.h, &mine.soff, &mine.rbase);
-        }
+        for (int i = 0; i < nin; i++) in[i].off = -1; /* an MPI_PROC_NULL neighbour writes none */
+        rc = neighbor ? PMPI_Neighbor_alltoall(out, (int)sizeof *out, MPI_BYTE, in, (int)sizeof *in, MPI_BYTE, comm)
+                      : PMPI_Alltoall(out, (int)sizeof *out, MPI_BYTE, in, (int)sizeof *in, MPI_BYTE, comm);
+    } else {
+        /* No memory for the records: the others wait in the exchange unless the MPI's error
+         * handler ends the job (MPI_ERRORS_ARE_FATAL, the default). */
+        rc = gdte_ipo_fail(comm, c->fn, GDTE_ERR_NO_MEMORY);
     }
-    mine.status = (int32_t)st;
-    node_rec_t *out = calloc((size_t)peers, sizeof *out), *in = calloc((size_t)peers, sizeof *in);
-    char **src = calloc((size_t)(c->r.nb > 0 ? c->r.nb : 1), sizeof *src);
-    if (!out || !in || !src) {
-        /* Nothing to exchange with: the members waiting in the exchange are told by the MPI's
-         * error when this process leaves (MPI_ERRORS_ARE_FATAL), else they wait. Rare enough. */
-        free(out);
-        free(in);
-        free(src);
-        *rc_p = gdte_ipo_fail(comm, c->fn, GDTE_ERR_NO_MEMORY);
-        return 1;
-    }
-    for (int d = 0; d < peers; d++) {
-        side_t *sd;
-        int b = node_send_blk(c, a, d, &sd);
-        out[d] = mine;
-        out[d].off = -1;
-        if (b >= 0 && sd->b[b].nbytes > 0) out[d].off = sd->b[b].off, out[d].nbytes = sd->b[b].nbytes;
-    }
-    rc = PMPI_Alltoall(out, (int)sizeof *out, MPI_BYTE, in, (int)sizeof *in, MPI_BYTE, comm);
-    /* Each piece from its sender's staging, checked against what this process expects. */
+    /* Each piece from its sender, checked against what this process expects. */
     char *tmp = NULL;
     int any = 0;
     int64_t got = 0;
     if (rc == MPI_SUCCESS && fake && c->r.total > 0 && !(tmp = malloc((size_t)c->r.total))) st = GDTE_ERR_NO_MEMORY;
-    for (int q = 0; rc == MPI_SUCCESS && q < peers; q++) {
-        int b = node_recv_blk(c, a, q);
+    for (int q = 0; rc == MPI_SUCCESS && q < nin; q++) {
+        int b = neighbor ? (q < c->r.nb && !c->r.b[q].null ? q : -1) : node_recv_blk(c, a, q);
+        if (neighbor && b < 0) continue;
         int64_t want = b >= 0 ? c->r.b[b].nbytes : 0, have = in[q].off >= 0 ? in[q].nbytes : 0;
         if (want != have) {
-            gdte_error("%s: rank %d sends %lld bytes where rank %d expects %lld (the type signatures differ)", c->fn, q,
-                       (long long)have, me, (long long)want);
+            gdte_error("%s: %s %d sends %lld bytes where rank %d expects %lld (the type signatures differ)", c->fn,
+                       neighbor ? "the neighbour of block" : "rank", q, (long long)have, me, (long long)want);
             if (st == GDTE_OK) st = GDTE_ERR_TRUNCATE;
             continue;
         }
@@ -920,20 +993,21 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, const 
             if (st == GDTE_OK) st = (gdte_status_t)in[q].status;
             continue;
         }
+        uint64_t from = in[q].addr + (uint64_t)in[q].off;
         char *at = NULL;
-        if (fake && q == me) {
-            memcpy(tmp + c->r.b[b].off, ps->base + in[q].off, (size_t)have);
+        if (fake && in[q].world == my_world) {
+            memcpy(tmp + c->r.b[b].off, (const void *)(uintptr_t)from, (size_t)have);
         } else if (fake) {
             struct iovec l = {tmp + c->r.b[b].off, (size_t)have};
-            struct iovec r = {(void *)(uintptr_t)(in[q].addr + (uint64_t)in[q].off), (size_t)have};
+            struct iovec r = {(void *)(uintptr_t)from, (size_t)have};
             if (process_vm_readv((pid_t)in[q].pid, &l, 1, &r, 1, 0) != (ssize_t)have && st == GDTE_OK)
                 st = GDTE_ERR_TRANSPORT;
-        } else if (q == me) {
-            at = ps->base + in[q].off;
+        } else if (in[q].world == my_world) {
+            at = (char *)(uintptr_t)from;
         } else {
-            void *base = NULL;
-            gdte_status_t s2 = gdte_ipo_node_map(world[q], in[q].rbase, &in[q].h, &base);
-            if (s2 == GDTE_OK) at = (char *)base + in[q].soff + in[q].off;
+            void *mb = NULL;
+            gdte_status_t s2 = gdte_ipo_node_map(in[q].world, in[q].rbase, &in[q].h, &mb);
+            if (s2 == GDTE_OK) at = (char *)mb + (from - in[q].rbase);
             else if (st == GDTE_OK) st = s2;
         }
         src[b] = at;
@@ -949,10 +1023,13 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, const 
         }
         if (st == GDTE_OK) n_bytes_unpacked += got;
     }
-    /* Every reader done before any staging goes back to its pool. */
+    /* Every reader done before any staging goes back to its pool, or the caller reuses a send
+     * buffer read in place. */
     int rc2 = PMPI_Barrier(comm);
     if (rc == MPI_SUCCESS) rc = rc2;
     free(tmp);
+    free(dense);
+    free(base);
     free(out);
     free(in);
     free(src);
@@ -985,8 +1062,9 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
     const int *world = NULL;
     if (!a->req && a->init == GDTE_PINIT_NONE && node_op(a->op) && gdte_knob(GDTE_KNOB_MPI_COLL_NODE) &&
         gdte_ipo_node_comm_local(a->comm, &world)) {
-        int nrc = MPI_SUCCESS;
-        if (coll_node(a, c, rc == MPI_SUCCESS, world, &nrc)) {
+        int nrc = MPI_SUCCESS, wr = 0;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
+        if (coll_node(a, c, rc == MPI_SUCCESS, wr, &nrc)) {
             coll_free(c);
             return nrc;
         }
