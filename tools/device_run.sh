@@ -421,14 +421,17 @@ section_mpi_memcheck() {
   [ -n "$cs" ] || { record mpi_memcheck skip "compute-sanitizer not found"; return; }
   : >"$log"
   for t in "random_test --cases ${DEVICE_MEMCHECK_CASES:-150}" regress_test pingpong_test errors_test \
-           wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60" "reduce_test --seed 11"; do
+           wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60" "coll_test --cases 90 --seed 22 --all-device --node yes" \
+           "reduce_test --seed 11"; do
     echo "== memcheck $t" >>"$log"
     timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
       -x LD_PRELOAD="$pre" "$cs" --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 \
       $MPI_BUILD/tests/mpi/$t >>"$log" 2>&1
     rc=$?
-    [ $rc -eq 0 ] && record "memcheck:${t%% *}" ok "$(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')" ||
-      record "memcheck:${t%% *}" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')"
+    local name="${t%% *}"
+    case "$t" in *--node*) name="$name:node" ;; esac
+    [ $rc -eq 0 ] && record "memcheck:$name" ok "$(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')" ||
+      record "memcheck:$name" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')"
   done
 }
 
