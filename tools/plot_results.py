@@ -246,17 +246,31 @@ def plot_engine(path):
 
 
 def plot_coll(path):
+    """bench/coll: a column per benchmark; each MPI run of the newest commit solid (gdte) with its
+    expert dashed, and the oldest commit's gdte dotted as the "before" where the file has several."""
     data = rows(path)
     if not data:
         return
+    commits = list(dict.fromkeys(r["commit"] for r in data))
+    newest, oldest = commits[-1], commits[0]
     benches = sorted({r["benchmark"] for r in data})
     fig, axes = plt.subplots(1, len(benches), figsize=(5 * len(benches), 4), squeeze=False)
     for ax, b in zip(axes[0], benches):
         sel = [r for r in data if r["benchmark"] == b]
-        for mpi in sorted({r["mpi"] for r in sel}):
-            pts = sorted((fnum(r["size"]), fnum(r["median_us"]), fnum(r["expert_us"])) for r in sel if r["mpi"] == mpi)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label="gdte (%s)" % mpi)
-            ax.plot([p[0] for p in pts], [p[2] for p in pts], "x--", label="expert (%s run)" % mpi)
+        for i, mpi in enumerate(sorted({r["mpi"] for r in sel})):
+            color = "C%d" % i
+            pts = sorted((fnum(r["size"]), fnum(r["median_us"]), fnum(r["expert_us"]))
+                         for r in sel if r["mpi"] == mpi and r["commit"] == newest)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color,
+                        label="gdte %s (%s)" % (newest, mpi))
+                ax.plot([p[0] for p in pts], [p[2] for p in pts], "x--", color=color,
+                        label="expert (%s run)" % mpi)
+            old = sorted((fnum(r["size"]), fnum(r["median_us"]))
+                         for r in sel if r["mpi"] == mpi and r["commit"] == oldest)
+            if old and oldest != newest:
+                ax.plot([p[0] for p in old], [p[1] for p in old], "s:", color=color, alpha=0.6,
+                        label="gdte %s (%s, before)" % (oldest, mpi))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("bytes per rank" if b in ("allgather", "bcast") else "grid edge")
