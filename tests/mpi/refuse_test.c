@@ -202,7 +202,8 @@ static void insignificant(void)
 }
 
 /* A window over device memory (refused at MPI_Win_create), then Put and Get with a device
- * origin buffer under fences on a window that exists. */
+ * origin buffer under fences on a window that exists, and a Put of a derived origin type under
+ * post-start-complete-wait (passive target: atomics() below). */
 static void one_sided(int dev)
 {
     int np = mt_size, right = (mt_rank + 1) % np, left = (mt_rank + np - 1) % np;
@@ -234,6 +235,37 @@ static void one_sided(int dev)
     MT_MPI(MPI_Win_fence(0, win));
     want = ok ? 2000 + right : -1;
     MT_CHECK(*o == want, "MPI_Get (%s origin): got %d, want %d", kind(dev), *o, want);
+    /* Post-start-complete-wait, a derived origin type (a vector of 2 ints, 1 apart): each rank
+     * exposes its window to its left neighbour and accesses its right one. */
+    if (np < 2) {
+        MT_MPI(MPI_Win_free(&win));
+        mt_free(dev, o);
+        mt_free(wdev, wmem);
+        return;
+    }
+    MPI_Group wg, gl, gr;
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_incl(wg, 1, &left, &gl);
+    MPI_Group_incl(wg, 1, &right, &gr);
+    MPI_Datatype vec;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+    int *ov = mt_alloc(dev, 4 * sizeof(int));
+    ov[0] = 3000 + mt_rank, ov[1] = -7, ov[2] = 4000 + mt_rank, ov[3] = -7;
+    for (int i = 0; i < np; i++) wmem[i] = -1;
+    MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    MT_MPI(MPI_Win_post(gl, 0, win));
+    MT_MPI(MPI_Win_start(gr, 0, win));
+    ok = went_through(dev, MPI_Put(ov, 1, vec, right, 0, 2, MPI_INT, win), "MPI_Put (vector origin)");
+    MT_MPI(MPI_Win_complete(win));
+    MT_MPI(MPI_Win_wait(win));
+    MT_CHECK(wmem[0] == (ok ? 3000 + left : -1) && wmem[1] == (ok ? 4000 + left : -1),
+             "MPI_Put under post/start (%s vector origin): window %d %d", kind(dev), wmem[0], wmem[1]);
+    MPI_Type_free(&vec);
+    MPI_Group_free(&gl);
+    MPI_Group_free(&gr);
+    MPI_Group_free(&wg);
+    mt_free(dev, ov);
     MT_MPI(MPI_Win_free(&win));
     mt_free(dev, o);
     mt_free(wdev, wmem);
