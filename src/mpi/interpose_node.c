@@ -29,6 +29,9 @@
  *    order (non-overtaking), and those matched by receives not yet completed by the
  *    application are found with MPI_Request_get_status.
  *
+ * A process is its own framing peer too (messages to itself, e.g. a periodic dimension of one
+ * process), its own memory standing for the mapping.
+ *
  * Communicators made by calls the interposer does not see (MPI_Comm_idup, spawn, connect)
  * have no shadow, on every member alike: their messages take the MPI_PACKED path.
  */
@@ -552,6 +555,14 @@ int gdte_ipo_node_init(void)
             peer_w[w] = 0;
         }
     }
+    /* A process is its own framing peer: a device message to itself (a periodic dimension of one
+     * process, a Sendrecv with itself) is one kernel from its buffer into the receive layout, not
+     * a trip through host memory; its "mapping" of its own memory is the memory itself. Same
+     * answer on every process: each decides for itself only. */
+    if (want && ok_all && my_slots) {
+        peer_w[world_rank] = 1;
+        peer_slots[world_rank] = my_slots;
+    }
     free(all);
     free(node_world);
     PMPI_Comm_free(&node);
@@ -560,8 +571,9 @@ int gdte_ipo_node_init(void)
     gdte_ipo_node_on_g = 1;
     gdte_ipo_node_comm_new(MPI_COMM_WORLD);
     int npeers = 0;
-    for (int i = 0; i < world_size; i++) npeers += peer_w[i];
-    gdte_info("node path %s: %d process(es) of this node reached GPU to GPU (GDTE_MPI_IPC)", want ? "on" : "off", npeers);
+    for (int i = 0; i < world_size; i++) npeers += peer_w[i] && i != world_rank;
+    gdte_info("node path %s: %d other process(es) of this node reached GPU to GPU (GDTE_MPI_IPC)", want ? "on" : "off",
+              npeers);
     return MPI_SUCCESS;
 }
 
@@ -584,7 +596,7 @@ void gdte_ipo_node_finalize(void)
     if (node_ev_send) gdte_gpu_event_destroy(node_ev_send);
     node_ev_app = node_ev_send = NULL;
     for (int w = 0; peer_slots && w < world_size; w++)
-        if (peer_slots[w]) munmap(peer_slots[w], sizeof(slot_t) * SLOTS);
+        if (peer_slots[w] && peer_slots[w] != my_slots) munmap(peer_slots[w], sizeof(slot_t) * SLOTS);
     free(peer_slots);
     peer_slots = NULL;
     free(peer_active);
@@ -1348,6 +1360,12 @@ static void map_drop(map_ent_t *e)
 
 static gdte_status_t map_peer(int peer, uint64_t rbase, const gdte_gpu_ipc_handle_t *h, void **base_p)
 {
+    if (peer == world_rank) {
+        /* A message to itself: the allocation is this process's own (a runtime refuses to open
+         * its own handle). */
+        *base_p = (void *)(uintptr_t)rbase;
+        return GDTE_OK;
+    }
     map_key_t k;
     memset(&k, 0, sizeof k);
     k.peer = peer;

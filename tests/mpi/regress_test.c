@@ -14,7 +14,11 @@
  *    the send's bytes written by a copy still queued behind others, the receive buffer
  *    overwritten by a memset still queued, then MPI_Send/MPI_Recv at once (GPU to GPU, the
  *    receiver read the sender's buffer before the copy landed and its own memset landed over
- *    the data: random device types came out partly poison, a few in thousands).
+ *    the data: random device types came out partly poison, a few in thousands);
+ *  - device messages a process sends itself (a periodic dimension of one process: the demo's
+ *    halo exchange sent 4 of its 6 faces to itself through pageable host memory): Irecv+Isend,
+ *    Isend+Recv, and MPI_Sendrecv, on a vector, an indexed and a contiguous type, each against MPI_Pack /
+ *    MPI_Unpack on host copies; with the node path they go GPU to GPU (node_recvs counts them).
  */
 #include "mpitest.h"
 
@@ -252,6 +256,84 @@ static void mrecv_error_comm(void)
     MPI_Comm_free(&dup);
 }
 
+/* The same bytes through MPI_Pack/MPI_Unpack on host copies: what `rtype` must hold after
+ * receiving `stype` from `sbuf` (footprint `n` bytes each). */
+static void self_oracle(const void *hs, MPI_Datatype st, void *hr, MPI_Datatype rt)
+{
+    int sz = 0, pos = 0;
+    MPI_Pack_size(1, st, MPI_COMM_WORLD, &sz);
+    char *p = malloc((size_t)sz);
+    MPI_Pack(hs, 1, st, p, sz, &pos, MPI_COMM_WORLD);
+    pos = 0;
+    MPI_Unpack(p, sz, &pos, hr, 1, rt, MPI_COMM_WORLD);
+    free(p);
+}
+
+static void self_messages(void)
+{
+    enum { N = 4096 }; /* ints of footprint per buffer */
+    MPI_Datatype types[3][2];
+    int bl[64], dp[64];
+    MPI_Type_vector(N / 4, 2, 4, MPI_INT, &types[0][0]);
+    MPI_Type_vector(N / 8, 4, 8, MPI_INT, &types[0][1]);
+    for (int i = 0; i < 64; i++) bl[i] = 1 + i % 7, dp[i] = i * 60 + (i * 13) % 17;
+    MPI_Type_indexed(64, bl, dp, MPI_INT, &types[1][0]);
+    int nidx = 0;
+    for (int i = 0; i < 64; i++) nidx += bl[i];
+    MPI_Type_contiguous(nidx, MPI_INT, &types[1][1]);
+    MPI_Type_contiguous(N / 2, MPI_INT, &types[2][0]);
+    MPI_Type_vector(N / 4, 2, 4, MPI_INT, &types[2][1]);
+    size_t bytes = N * sizeof(int);
+    int *hs = malloc(bytes), *hr = malloc(bytes), *want = malloc(bytes), *back = malloc(bytes);
+    void *ds = mt_devmem_alloc(bytes), *dr = mt_devmem_alloc(bytes);
+    int me = mt_rank;
+    for (int t = 0; t < 3; t++) {
+        MPI_Type_commit(&types[t][0]);
+        MPI_Type_commit(&types[t][1]);
+        int ssz = 0, rsz = 0;
+        MPI_Type_size(types[t][0], &ssz);
+        MPI_Type_size(types[t][1], &rsz);
+        MT_CHECK(ssz == rsz, "self type pair %d: sizes %d and %d", t, ssz, rsz);
+        for (int way = 0; way < 3; way++) {
+            for (int i = 0; i < N; i++) hs[i] = 100000 * t + 1000 * way + i, hr[i] = -1;
+            mt_put(ds, hs, bytes);
+            mt_put(dr, hr, bytes);
+            memcpy(want, hr, bytes);
+            self_oracle(hs, types[t][0], want, types[t][1]);
+            int64_t n0 = mt_counter("node_recvs");
+            MPI_Request q[2];
+            int rc = MPI_SUCCESS, tag = 70 + 3 * t + way;
+            if (way == 0) {
+                rc = MPI_Irecv(dr, 1, types[t][1], me, tag, MPI_COMM_WORLD, &q[0]);
+                if (rc == MPI_SUCCESS) rc = MPI_Isend(ds, 1, types[t][0], me, tag, MPI_COMM_WORLD, &q[1]);
+                if (rc == MPI_SUCCESS) rc = MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+            } else if (way == 1) {
+                /* The send first, then a blocking receive. */
+                rc = MPI_Isend(ds, 1, types[t][0], me, tag, MPI_COMM_WORLD, &q[1]);
+                if (rc == MPI_SUCCESS) rc = MPI_Recv(dr, 1, types[t][1], me, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                if (rc == MPI_SUCCESS) rc = MPI_Wait(&q[1], MPI_STATUS_IGNORE);
+            } else {
+                rc = MPI_Sendrecv(ds, 1, types[t][0], me, tag, dr, 1, types[t][1], me, tag, MPI_COMM_WORLD,
+                                  MPI_STATUS_IGNORE);
+            }
+            MT_CHECK(rc == MPI_SUCCESS, "self message, type pair %d, way %d: %d", t, way, rc);
+            mt_get(back, dr, bytes);
+            char what[80];
+            snprintf(what, sizeof what, "self message, type pair %d, way %d", t, way);
+            mt_same(back, want, bytes, what);
+            const char *ipc = getenv("GDTE_MPI_IPC"); /* the node path off: MPI_PACKED twins */
+            if (mt_expect_gdte() && !(ipc && !strcmp(ipc, "0")))
+                MT_CHECK(mt_counter("node_recvs") > n0, "%s: not GPU to GPU (node_recvs %lld -> %lld)", what,
+                         (long long)n0, (long long)mt_counter("node_recvs"));
+        }
+        MPI_Type_free(&types[t][0]);
+        MPI_Type_free(&types[t][1]);
+    }
+    mt_devmem_free(ds);
+    mt_devmem_free(dr);
+    free(hs), free(hr), free(want), free(back);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
@@ -262,5 +344,6 @@ int main(int argc, char **argv)
         many_small();
         default_stream_order();
     }
+    self_messages();
     return mt_finish("regress_test");
 }
