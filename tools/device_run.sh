@@ -441,7 +441,9 @@ section_bench_halo3d() {
   mpi_build || return
   local ng dev csv log="$OUT/halo3d.log"
   ng=$(nvidia-smi -L 2>/dev/null | wc -l)
-  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print $NF}')
+  # "NVIDIA H100 80GB HBM3" -> h100, as the committed halo3d-h100.csv
+  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE '[a-z][0-9]{2,4}' | head -1 |
+    tr '[:upper:]' '[:lower:]')
   csv="$OUT/halo3d-${dev:-gpu}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
   timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none \
     -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
