@@ -8,7 +8,11 @@
  *   neighbor_alltoallw_halo the 6 faces of an n^3 block of doubles per rank (ghost layers
  *                           around it), subarray faces, MPI_Neighbor_alltoallw on a periodic
  *                           Cartesian communicator (2x2x1 on 4 ranks);
- *   allgather, bcast        MPI_BYTE messages of 1 KiB .. 64 MiB on device buffers.
+ *   allgather, bcast        MPI_BYTE messages of 1 KiB .. 64 MiB on device buffers;
+ *   allreduce               MPI_SUM of doubles, 1 KiB .. 64 MiB per rank, on device buffers (the
+ *                           expert pulls every rank's vector by IPC and sums them with one
+ *                           kernel; the values are small integers, so every order of the sum
+ *                           gives the same bits).
  * The expert version packs by hand (one box kernel per block into a dense device buffer), moves
  * the dense bytes by raw CUDA IPC copies between the processes (each pulls what it receives
  * from the others' dense send buffers, between two barriers), and unpacks by hand. Without
@@ -24,7 +28,7 @@
  * bytes per rank for allgather/bcast; ratio_to_expert = expert time / gdte time; pack_launches
  * and unpack_launches: gdte's batched pack and unpack launches per call on rank 0.
  *
- * Usage: collbench [--bench all|transpose|halo|allgather|bcast] [--sizes-transpose 256,512]
+ * Usage: collbench [--bench all|transpose|halo|allgather|bcast|allreduce] [--sizes-transpose 256,512]
  *        [--sizes-halo 128,256] [--sizes-bytes 1K,...,64M] [--iters N] [--warmup N]
  *        [--mpi-label L] [--csv FILE]
  */
@@ -571,6 +575,74 @@ static void bench_bytes(long s, int bcast)
     free(got);
 }
 
+/* ---- allreduce ---- */
+typedef struct {
+    long s; /* bytes per rank */
+    double *sb, *rb, *er;
+    ag_t ag; /* the expert's gather of every rank's vector into er */
+} ar_t;
+static void ar_gdte(void *p)
+{
+    ar_t *a = p;
+    MPI_Allreduce(a->sb, a->rb, (int)(a->s / 8), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+static void ar_expert(void *p)
+{
+    ar_t *a = p;
+    ag_expert(&a->ag);
+    cb_sum_rows(a->rb, a->er, np, a->s / 8);
+    cb_sync();
+}
+static void bench_allreduce(long s)
+{
+    ar_t a;
+    memset(&a, 0, sizeof a);
+    a.s = s;
+    long n = s / 8;
+    double *h = malloc((size_t)s), *ref = malloc((size_t)s), *got = malloc((size_t)s);
+    for (long i = 0; i < n; i++) h[i] = (double)((rank * 31 + i * 7) % 1000);
+    MPI_Allreduce(h, ref, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    a.sb = dev_alloc((size_t)s);
+    a.rb = dev_alloc((size_t)s);
+    cb_put(a.sb, h, (size_t)s);
+    ar_gdte(&a);
+    cb_get(got, a.rb, (size_t)s);
+    int bad = memcmp(got, ref, (size_t)s) != 0;
+    /* the expert's buffers: plain device memory */
+    double *es = cb_alloc((size_t)s), *eres = cb_alloc((size_t)s);
+    a.er = cb_alloc((size_t)s * (size_t)np);
+    cb_put(es, h, (size_t)s);
+    cb_put((char *)a.er + (size_t)rank * (size_t)s, h, (size_t)s); /* its own row stays */
+    a.ag.s = s;
+    a.ag.x = (xchg_t){(char *)es, (char *)a.er, (size_t)s, ag_soff, ag_roff, ag_len, &a.ag};
+    ipc_open_all(&a.ag.x);
+    double *grb = a.rb;
+    a.rb = eres;
+    ar_expert(&a);
+    cb_get(got, eres, (size_t)s);
+    int bad_e = memcmp(got, ref, (size_t)s) != 0;
+    if (bad || bad_e) {
+        fprintf(stderr, "[rank %d] allreduce %ld: VERIFY FAILED (%s)\n", rank, s, bad ? "gdte" : "expert");
+        failures++;
+    }
+    double e = time_median(ar_expert, &a);
+    a.rb = grb;
+    int64_t p0 = counter("coll_pack_launches"), u0 = counter("coll_unpack_launches");
+    double g = time_median(ar_gdte, &a);
+    double packs = (double)(counter("coll_pack_launches") - p0) / (warmup + iters);
+    double unpacks = (double)(counter("coll_unpack_launches") - u0) / (warmup + iters);
+    csv_row("allreduce", s, g, e, packs, unpacks);
+    ipc_close_all();
+    dev_free(a.sb);
+    dev_free(a.rb);
+    cb_free(es);
+    cb_free(eres);
+    cb_free(a.er);
+    free(h);
+    free(ref);
+    free(got);
+}
+
 static int parse_list(const char *s, long *out, int max)
 {
     int n = 0;
@@ -617,7 +689,7 @@ int main(int argc, char **argv)
     }
     if (bad || optind < argc) {
         if (rank == 0)
-            fprintf(stderr, "usage: collbench [--bench all|transpose|halo|allgather|bcast] [--sizes-transpose N,...] [--sizes-halo N,...]"
+            fprintf(stderr, "usage: collbench [--bench all|transpose|halo|allgather|bcast|allreduce] [--sizes-transpose N,...] [--sizes-halo N,...]"
                             " [--sizes-bytes B,...] [--iters N] [--warmup N] [--mpi-label L] [--csv FILE]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -638,6 +710,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < nb; i++) bench_bytes(bsz[i], 0);
     if (all || !strcmp(which, "bcast"))
         for (int i = 0; i < nb; i++) bench_bytes(bsz[i], 1);
+    if (all || !strcmp(which, "allreduce"))
+        for (int i = 0; i < nb; i++) bench_allreduce(bsz[i]);
     int tf = 0;
     MPI_Allreduce(&failures, &tf, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("collbench: %s\n", tf ? "VERIFY FAILED" : "all results verified");

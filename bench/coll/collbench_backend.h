@@ -26,6 +26,8 @@ void cb_get(void *host, const void *dev, size_t bytes);
 void cb_box(int unpack, void *array, void *dense, const long sizes[3], const long sub[3], const long starts[3],
             int elem);
 void cb_copy_async(void *dst, const void *src, size_t bytes);
+/* out[i] = sum over r < nrows of rows[r * n + i] (doubles), asynchronous on the backend's stream. */
+void cb_sum_rows(double *out, const double *rows, int nrows, long n);
 void cb_sync(void);
 size_t cb_ipc_handle_size(void);
 int cb_ipc_get(void *p, void *handle);
