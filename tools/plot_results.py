@@ -246,17 +246,17 @@ def plot_engine(path):
 
 
 def plot_coll(path):
-    """bench/coll: a column per benchmark; each MPI run of the newest commit solid (gdte) with its
-    expert dashed, and the oldest commit's gdte dotted as the "before" where the file has several."""
+    """bench/coll: a column per benchmark; each MPI run of the benchmark's newest commit solid (gdte)
+    with its expert dashed, and its oldest commit's gdte dotted as the "before" where it has several."""
     data = rows(path)
     if not data:
         return
-    commits = list(dict.fromkeys(r["commit"] for r in data))
-    newest, oldest = commits[-1], commits[0]
     benches = sorted({r["benchmark"] for r in data})
     fig, axes = plt.subplots(1, len(benches), figsize=(5 * len(benches), 4), squeeze=False)
     for ax, b in zip(axes[0], benches):
         sel = [r for r in data if r["benchmark"] == b]
+        commits = list(dict.fromkeys(r["commit"] for r in sel))  # per benchmark: file order
+        newest, oldest = commits[-1], commits[0]
         for i, mpi in enumerate(sorted({r["mpi"] for r in sel})):
             color = "C%d" % i
             pts = sorted((fnum(r["size"]), fnum(r["median_us"]), fnum(r["expert_us"]))
