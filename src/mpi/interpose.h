@@ -270,11 +270,13 @@ void gdte_ipo_node_batch_begin(void);
 void gdte_ipo_node_batch_end(void);
 void gdte_ipo_node_block(int n, MPI_Request reqs[], int any);
 /* 1 when every other member of intracommunicator `comm` is a framing peer (the same answer on
- * every member), with *world_p (if given) the members' ranks in MPI_COMM_WORLD; else 0. */
-int gdte_ipo_node_comm_local(MPI_Comm comm, const int **world_p);
+ * every member), else 0. */
+int gdte_ipo_node_comm_local(MPI_Comm comm);
 /* The fake-device test mode (GDTE_FAKE_DEVICE): peers read each other's memory with
  * process_vm_readv instead of GPU IPC. */
 int gdte_ipo_node_fake(void);
+/* This process's rank in MPI_COMM_WORLD (the key of its peers' mappings of its memory). */
+int gdte_ipo_node_world_rank(void);
 /* Device memory at p offered to framing peers: its allocation's IPC handle (exported once per
  * allocation), p's offset from the allocation's base, and that base. */
 gdte_status_t gdte_ipo_node_export(const void *p, gdte_gpu_ipc_handle_t *h, int64_t *offset, uint64_t *rbase);

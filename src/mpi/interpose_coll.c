@@ -206,6 +206,7 @@ typedef struct side {
     MPI_Datatype *btypes; /* and MPI_BYTE per block (FORM_W, FORM_WA) */
     gdte_batch_piece_t *pieces; /* staged sides: side_exec's work list, */
     gdte_type_h *pinned;        /* and the types whose device units it pins, one per block */
+    int touched;                /* some block has bytes in memory (side_kind) */
     int imported;               /* side_import ran: its answer */
     gdte_status_t import_st;
     const char *import_why;
@@ -307,9 +308,11 @@ static int blk_span(const blk_t *k, uintptr_t *first, uintptr_t *last)
 
 /* The memory kind of a side: of the bytes from the lowest block's first byte to the highest
  * block's last (one lookup when they lie in one allocation). One block is judged as a point-to-
- * point buffer is (MPI_BOTTOM structs field by field). */
-static gdte_ipo_kind_t side_kind(const side_t *sd)
+ * point buffer is (MPI_BOTTOM structs field by field). Sets sd->touched: whether any block
+ * has bytes at all (a side without is HOST). */
+static gdte_ipo_kind_t side_kind(side_t *sd)
 {
+    sd->touched = 0;
     if (!sd->involved || sd->nb <= 0) return GDTE_IPO_HOST;
     int any = 0, single = -1;
     uintptr_t lo = 0, hi = 0;
@@ -322,6 +325,7 @@ static gdte_ipo_kind_t side_kind(const side_t *sd)
         any = 1;
     }
     if (!any) return GDTE_IPO_HOST;
+    sd->touched = 1;
     if (single >= 0) return gdte_ipo_buf_kind(sd->b[single].buf, sd->b[single].count, sd->b[single].dt);
     uint64_t n = (uint64_t)(hi - lo) + 1;
     if (n <= INT_MAX) return gdte_ipo_buf_kind((const void *)lo, (int)n, MPI_BYTE);
@@ -481,15 +485,17 @@ static gdte_status_t side_pieces(side_t *sd, int only, int skip, char *const *sr
     return st;
 }
 
-/* Block `only` (-1: every block but `skip`, and but those omit[] marks) of a staged side, between
- * the user's buffers and sd->base, in one batch. Caller holds nothing. */
-static gdte_status_t side_exec_omit(side_t *sd, gdte_dir_t dir, int only, int skip, const char *omit)
+/* Block `only` (-1: every block but `skip`, and but those omit[] marks) of a side, between the
+ * user's buffers and the side's staging (sd->base), or with `src` the packed streams at src[i]
+ * (side_pieces), in one batch. Caller holds nothing. */
+static gdte_status_t side_exec_at(side_t *sd, gdte_dir_t dir, int only, int skip, const char *omit, char *const *src)
 {
     gdte_batch_piece_t *p = sd->pieces;
     gdte_type_h *pinned = sd->pinned;
     int n = 0, npinned = 0;
     int64_t lo = 0, hi = 0;
-    gdte_status_t st = side_pieces(sd, only, skip, NULL, omit, &n, &npinned, &lo, &hi);
+    gdte_status_t st = side_pieces(sd, only, skip, src, omit, &n, &npinned, &lo, &hi);
+    char *packed = src ? NULL : sd->base; /* NULL: each piece's address is its own (batch_plan.h) */
     if (st != GDTE_OK || n == 0) {
         unpin_all(pinned, npinned);
         return st;
@@ -497,11 +503,12 @@ static gdte_status_t side_exec_omit(side_t *sd, gdte_dir_t dir, int only, int sk
     if (sd->kind == GDTE_IPO_HOST) {
         /* The host side of a call whose other side is on the device (see gdte_ipo_coll): the
          * host executor, piece by piece; no batch to count. */
-        for (int i = 0; i < n; i++) gdte_host_exec(&p[i].L, dir, p[i].user, sd->base + p[i].packed, 0, p[i].L.total);
+        for (int i = 0; i < n; i++)
+            gdte_host_exec(&p[i].L, dir, p[i].user, (char *)((uintptr_t)packed + (uintptr_t)p[i].packed), 0, p[i].L.total);
         return GDTE_OK;
     }
     if (sd->kind == GDTE_IPO_FAKE) {
-        gdte_host_exec_batch(p, n, dir, sd->base);
+        gdte_host_exec_batch(p, n, dir, packed);
         return GDTE_OK;
     }
     pthread_mutex_lock(&gpu_lock);
@@ -510,8 +517,8 @@ static gdte_status_t side_exec_omit(side_t *sd, gdte_dir_t dir, int only, int sk
      * one still reading the receive buffer), as a blocking stream would be. */
     st = gdte_coll_stream_after_app(&coll_stream, &coll_ev_app);
     if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, gdte_gpu_exec_batch_scratch(n), &desc);
-    char *target = sd->base;
-    if (st == GDTE_OK && sd->stage->kind == GDTE_STAGE_HOST) {
+    char *target = packed;
+    if (st == GDTE_OK && packed && sd->stage->kind == GDTE_STAGE_HOST) {
         if (sd->stage->pinned && hi - lo <= ZERO_COPY_MAX) {
             void *d = NULL;
             st = gdte_gpu_host_device_pointer(sd->base, &d);
@@ -539,7 +546,7 @@ static gdte_status_t side_exec_omit(side_t *sd, gdte_dir_t dir, int only, int sk
 
 static gdte_status_t side_exec(side_t *sd, gdte_dir_t dir, int only, int skip)
 {
-    return side_exec_omit(sd, dir, only, skip, NULL);
+    return side_exec_at(sd, dir, only, skip, NULL, NULL);
 }
 
 /* ---- one call ---- */
@@ -773,13 +780,7 @@ static int node_neighbor(gdte_coll_op_t op)
 /* A side this process may take into the node path: not used, without bytes, or on the device. */
 static int node_side_ok(const side_t *sd)
 {
-    if (!sd->involved || sd->nb <= 0 || sd->kind == GDTE_IPO_DEVICE || sd->kind == GDTE_IPO_FAKE) return 1;
-    if (sd->kind != GDTE_IPO_HOST) return 0;
-    for (int i = 0; i < sd->nb; i++) {
-        uintptr_t f, l;
-        if (blk_span(&sd->b[i], &f, &l)) return 0; /* host bytes */
-    }
-    return 1;
+    return !sd->touched || sd->kind == GDTE_IPO_DEVICE || sd->kind == GDTE_IPO_FAKE;
 }
 
 /* The block this process sends to member d, and the side it lies on (the receive side under
@@ -833,29 +834,6 @@ static int node_recv_blk(const coll_t *c, const gdte_coll_args_t *a, int q)
     return b >= 0 && b < c->r.nb ? b : -1;
 }
 
-/* Unpack the receive side's blocks from src[i] (NULL: not moved) by one batch on the GPU. */
-static gdte_status_t node_unpack_gpu(side_t *sd, char *const *src)
-{
-    int n = 0, npinned = 0;
-    int64_t lo, hi;
-    gdte_status_t st = side_pieces(sd, -1, -1, src, NULL, &n, &npinned, &lo, &hi);
-    if (st == GDTE_OK && n > 0) {
-        pthread_mutex_lock(&gpu_lock);
-        gdte_stage_t *desc = NULL;
-        st = gdte_coll_stream_after_app(&coll_stream, &coll_ev_app);
-        if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, gdte_gpu_exec_batch_scratch(n), &desc);
-        if (st == GDTE_OK) st = gdte_gpu_exec_batch(sd->pieces, n, GDTE_DIR_UNPACK, NULL, desc->ptr, coll_stream);
-        if (coll_stream) {
-            gdte_status_t s2 = gdte_gpu_stream_synchronize(coll_stream);
-            if (st == GDTE_OK) st = s2;
-        }
-        if (desc) gdte_stage_release(desc);
-        pthread_mutex_unlock(&gpu_lock);
-    }
-    unpin_all(sd->pinned, npinned);
-    return st;
-}
-
 /* A send block whose bytes are dense in the user's buffer: its first byte (*start_p). */
 static int blk_dense(const blk_t *k, char **start_p)
 {
@@ -886,41 +864,45 @@ static void node_offer(const side_t *sd, int b, const char *dense, const node_re
  * every member calls it. Returns 0 when the members' buffers do not all allow it (the caller
  * goes on, on every member alike), else 1 with *rc_p the call's result. `described`: describe()
  * succeeded on this process and the sides' kinds are set. */
-static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int my_world, int *rc_p)
+static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int *rc_p)
 {
     MPI_Comm comm = a->comm;
-    int ok = described && node_side_ok(&c->s) && node_side_ok(&c->r);
-    const char *why = "";
-    if (ok && (side_import(&c->s, &why) != GDTE_OK || side_import(&c->r, &why) != GDTE_OK)) ok = 0;
-    int all = 0, rc = PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
-    if (rc != MPI_SUCCESS) {
-        *rc_p = rc;
-        return 1;
-    }
-    if (!all) return 0;
-    int fake = gdte_ipo_node_fake(), me = c->rank, neighbor = node_neighbor(a->op);
-    int nout = comm_peers(comm), nin = nout;
+    int fake = gdte_ipo_node_fake(), me = c->rank, my_world = gdte_ipo_node_world_rank();
+    int neighbor = node_neighbor(a->op), nout = comm_peers(comm), nin = nout;
     if (neighbor && topo_degrees(comm, &nin, &nout)) nin = nout = 0; /* describe() read them already */
     /* The side this process's pieces come from: the receive side under MPI_IN_PLACE (packed
      * first: the peers must not read blocks this process is about to overwrite), else the send
      * side, whose dense blocks are read where they are. */
     side_t *ps = c->pre != PRE_NONE ? &c->r : &c->s;
-    gdte_status_t st = GDTE_OK;
-    rc = MPI_SUCCESS;
     size_t nps = (size_t)(ps->nb > 0 ? ps->nb : 1);
+    /* Taken before the agreement: a process that cannot take part says so there, and every
+     * process then goes the other way (no one is left waiting in an exchange). */
     char *dense = calloc(nps, 1);
     node_rec_t *base = calloc(nps, sizeof *base);
     node_rec_t *out = calloc((size_t)(nout > 0 ? nout : 1), sizeof *out);
     node_rec_t *in = calloc((size_t)(nin > 0 ? nin : 1), sizeof *in);
     char **src = calloc((size_t)(c->r.nb > 0 ? c->r.nb : 1), sizeof *src);
-    if (!dense || !base || !out || !in || !src) st = GDTE_ERR_NO_MEMORY;
+    int ok = described && dense && base && out && in && src && node_side_ok(&c->s) && node_side_ok(&c->r);
+    const char *why = "";
+    if (ok && (side_import(&c->s, &why) != GDTE_OK || side_import(&c->r, &why) != GDTE_OK)) ok = 0;
+    int all = 0, rc = PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (rc != MPI_SUCCESS || !all) {
+        free(dense);
+        free(base);
+        free(out);
+        free(in);
+        free(src);
+        *rc_p = rc;
+        return rc != MPI_SUCCESS;
+    }
+    gdte_status_t st = GDTE_OK;
     node_rec_t stage;
     memset(&stage, 0, sizeof stage);
     stage.world = my_world;
     stage.pid = (int64_t)getpid();
     /* Dense send blocks offered in place (device memory another process can map). */
     int64_t packed_bytes = ps->total, ndense = 0;
-    for (int i = 0; st == GDTE_OK && ps == &c->s && i < ps->nb; i++) {
+    for (int i = 0; ps == &c->s && i < ps->nb; i++) {
         char *at;
         if (!blk_dense(&ps->b[i], &at)) continue;
         base[i] = stage;
@@ -933,7 +915,7 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int my
         packed_bytes -= ps->b[i].nbytes;
     }
     /* Work lists for both sides; staging for what is packed. */
-    if (st == GDTE_OK && c->s.nb > 0 &&
+    if (c->s.nb > 0 &&
         stage_side_as(c, &c->s, 0, GDTE_STAGE_DEVICE, ps == &c->s && packed_bytes > 0) != MPI_SUCCESS)
         st = GDTE_ERR_NO_MEMORY;
     if (st == GDTE_OK && c->r.nb > 0 &&
@@ -941,7 +923,7 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int my
         st = GDTE_ERR_NO_MEMORY;
     if (st == GDTE_OK && ps->stage) {
         /* The pieces in place before any peer may read them: the records go out after this. */
-        if ((st = side_exec_omit(ps, GDTE_DIR_PACK, c->pre == PRE_MINE ? me : -1, -1, dense)) == GDTE_OK)
+        if ((st = side_exec_at(ps, GDTE_DIR_PACK, c->pre == PRE_MINE ? me : -1, -1, dense, NULL)) == GDTE_OK)
             n_bytes_packed += packed_bytes;
         stage.addr = (uint64_t)(uintptr_t)ps->base;
         int64_t soff = 0;
@@ -954,25 +936,19 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int my
         pthread_mutex_unlock(&gpu_lock);
     }
     stage.status = (int32_t)st;
-    for (int i = 0; base && i < ps->nb; i++) base[i].status = (int32_t)st;
+    for (int i = 0; i < ps->nb; i++) base[i].status = (int32_t)st;
     /* The records: per member (Alltoall) or per neighbour (Neighbor_alltoall, whose routing is the
      * MPI's own, as the data's would be: directions on a Cartesian communicator, repeated
      * neighbours in order). */
-    if (st == GDTE_OK || (out && in)) {
-        for (int d = 0; d < nout; d++) {
-            side_t *sd = ps;
-            int b = neighbor ? (a->op == GDTE_COLL_NALLGATHER || a->op == GDTE_COLL_NALLGATHERV ? 0 : d)
-                             : node_send_blk(c, a, d, &sd);
-            node_offer(sd, b, sd == ps ? dense : NULL, base, &stage, &out[d]);
-        }
-        for (int i = 0; i < nin; i++) in[i].off = -1; /* an MPI_PROC_NULL neighbour writes none */
-        rc = neighbor ? PMPI_Neighbor_alltoall(out, (int)sizeof *out, MPI_BYTE, in, (int)sizeof *in, MPI_BYTE, comm)
-                      : PMPI_Alltoall(out, (int)sizeof *out, MPI_BYTE, in, (int)sizeof *in, MPI_BYTE, comm);
-    } else {
-        /* No memory for the records: the others wait in the exchange unless the MPI's error
-         * handler ends the job (MPI_ERRORS_ARE_FATAL, the default). */
-        rc = gdte_ipo_fail(comm, c->fn, GDTE_ERR_NO_MEMORY);
+    for (int d = 0; d < nout; d++) {
+        side_t *sd = ps;
+        int b = neighbor ? (a->op == GDTE_COLL_NALLGATHER || a->op == GDTE_COLL_NALLGATHERV ? 0 : d)
+                         : node_send_blk(c, a, d, &sd);
+        node_offer(sd, b, sd == ps ? dense : NULL, base, &stage, &out[d]);
     }
+    for (int i = 0; i < nin; i++) in[i].off = -1; /* an MPI_PROC_NULL neighbour writes none */
+    rc = neighbor ? PMPI_Neighbor_alltoall(out, (int)sizeof *out, MPI_BYTE, in, (int)sizeof *in, MPI_BYTE, comm)
+                  : PMPI_Alltoall(out, (int)sizeof *out, MPI_BYTE, in, (int)sizeof *in, MPI_BYTE, comm);
     /* Each piece from its sender, checked against what this process expects. */
     char *tmp = NULL;
     int any = 0;
@@ -993,17 +969,15 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int my
             if (st == GDTE_OK) st = (gdte_status_t)in[q].status;
             continue;
         }
+        /* This process's own pieces too, through the same mechanism: process_vm_readv reads the
+         * calling process, and map_peer answers an allocation of its own with itself. */
         uint64_t from = in[q].addr + (uint64_t)in[q].off;
         char *at = NULL;
-        if (fake && in[q].world == my_world) {
-            memcpy(tmp + c->r.b[b].off, (const void *)(uintptr_t)from, (size_t)have);
-        } else if (fake) {
+        if (fake) {
             struct iovec l = {tmp + c->r.b[b].off, (size_t)have};
             struct iovec r = {(void *)(uintptr_t)from, (size_t)have};
             if (process_vm_readv((pid_t)in[q].pid, &l, 1, &r, 1, 0) != (ssize_t)have && st == GDTE_OK)
                 st = GDTE_ERR_TRANSPORT;
-        } else if (in[q].world == my_world) {
-            at = (char *)(uintptr_t)from;
         } else {
             void *mb = NULL;
             gdte_status_t s2 = gdte_ipo_node_map(in[q].world, in[q].rbase, &in[q].h, &mb);
@@ -1019,7 +993,7 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int my
             c->r.base = tmp;
             st = side_exec(&c->r, GDTE_DIR_UNPACK, -1, c->skip);
         } else {
-            st = node_unpack_gpu(&c->r, src);
+            st = side_exec_at(&c->r, GDTE_DIR_UNPACK, -1, c->skip, NULL, src);
         }
         if (st == GDTE_OK) n_bytes_unpacked += got;
     }
@@ -1059,12 +1033,10 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
         c->s.kind = side_kind(&c->s);
         c->r.kind = side_kind(&c->r);
     }
-    const int *world = NULL;
     if (!a->req && a->init == GDTE_PINIT_NONE && node_op(a->op) && gdte_knob(GDTE_KNOB_MPI_COLL_NODE) &&
-        gdte_ipo_node_comm_local(a->comm, &world)) {
-        int nrc = MPI_SUCCESS, wr = 0;
-        PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
-        if (coll_node(a, c, rc == MPI_SUCCESS, wr, &nrc)) {
+        gdte_ipo_node_comm_local(a->comm)) {
+        int nrc = MPI_SUCCESS;
+        if (coll_node(a, c, rc == MPI_SUCCESS, &nrc)) {
             coll_free(c);
             return nrc;
         }

@@ -338,15 +338,14 @@ static int is_peer(const node_comm_t *nc, int rank)
     return nc && rank >= 0 && rank < nc->size && nc->world[rank] >= 0 && peer_w[nc->world[rank]];
 }
 
-int gdte_ipo_node_comm_local(MPI_Comm comm, const int **world_p)
+int gdte_ipo_node_comm_local(MPI_Comm comm)
 {
     node_comm_t *nc = comm_info(comm);
-    if (!nc || !nc->all_peers) return 0;
-    if (world_p) *world_p = nc->world;
-    return 1;
+    return nc && nc->all_peers;
 }
 
 int gdte_ipo_node_fake(void) { return fake_mode; }
+int gdte_ipo_node_world_rank(void) { return world_rank; }
 
 int gdte_ipo_node_may_mark(MPI_Comm comm, int source)
 {

@@ -333,7 +333,10 @@ static void self_messages(void)
     }
     mt_devmem_free(ds);
     mt_devmem_free(dr);
-    free(hs), free(hr), free(want), free(back);
+    free(hs);
+    free(hr);
+    free(want);
+    free(back);
 }
 
 int main(int argc, char **argv)
