@@ -134,7 +134,13 @@ static void ipc_open_all(xchg_t *x)
     char *mine = calloc(1, CB_IPC_HANDLE_MAX), *all = calloc((size_t)np, CB_IPC_HANDLE_MAX);
     if (cb_ipc_get(x->dsend, mine)) fprintf(stderr, "collbench: IPC handle failed\n");
     MPI_Allgather(mine, CB_IPC_HANDLE_MAX, MPI_BYTE, all, CB_IPC_HANDLE_MAX, MPI_BYTE, MPI_COMM_WORLD);
-    for (int p = 0; p < np; p++) peer_map[p] = p == rank ? x->dsend : cb_ipc_open(all + (size_t)p * CB_IPC_HANDLE_MAX);
+    for (int p = 0; p < np; p++) {
+        peer_map[p] = p == rank ? x->dsend : cb_ipc_open(all + (size_t)p * CB_IPC_HANDLE_MAX);
+        if (!peer_map[p]) {
+            fprintf(stderr, "[rank %d] collbench: the expert cannot map rank %d's buffer; stopping\n", rank, p);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    }
     (void)hs;
     free(mine);
     free(all);

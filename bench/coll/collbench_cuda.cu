@@ -98,7 +98,12 @@ extern "C" void *cb_ipc_open(const void *handle)
     cudaIpcMemHandle_t h;
     memcpy(&h, handle, sizeof h);
     void *p = NULL;
-    if (bench_cuda_try(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess)) != cudaSuccess) return NULL;
+    cudaError_t e = bench_cuda_try(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+    if (e != cudaSuccess) {
+        fprintf(stderr, "collbench: cudaIpcOpenMemHandle of a peer's buffer failed: %s (%s)\n", cudaGetErrorName(e),
+                cudaGetErrorString(e));
+        return NULL;
+    }
     return p;
 }
 extern "C" void cb_ipc_close(void *p)

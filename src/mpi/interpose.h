@@ -283,5 +283,9 @@ gdte_status_t gdte_ipo_node_export(const void *p, gdte_gpu_ipc_handle_t *h, int6
 /* A framing peer's exported allocation (its base rbase there) mapped here, cached per (peer,
  * rbase) until the peer offers another allocation at that base. */
 gdte_status_t gdte_ipo_node_map(int peer_world, uint64_t rbase, const gdte_gpu_ipc_handle_t *h, void **base_p);
+/* Close that mapping now (if any). A mapping kept after the peer freed the memory makes the
+ * GPU runtime refuse this process any later IPC mapping of memory reusing it, its own included
+ * (cudaErrorAlreadyMapped): mappings of memory gdte does not own must not outlive their use. */
+void gdte_ipo_node_unmap(int peer_world, uint64_t rbase);
 
 #endif

@@ -1001,6 +1001,13 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int *r
      * buffer read in place. */
     int rc2 = PMPI_Barrier(comm);
     if (rc == MPI_SUCCESS) rc = rc2;
+    /* The peers' memory is not kept mapped: it is the application's (a dense send block) or
+     * staging its owner may free (past GDTE_STAGING_MAX), and a mapping outliving the memory
+     * makes the runtime refuse the application's own IPC of memory that reuses it (H100:
+     * bench/coll's expert got cudaErrorAlreadyMapped after gdte's Allgather and Bcast). */
+    for (int q = 0; !fake && rc == MPI_SUCCESS && q < nin; q++)
+        if (in[q].off >= 0 && in[q].nbytes > 0 && in[q].status == GDTE_OK)
+            gdte_ipo_node_unmap(in[q].world, in[q].rbase);
     free(tmp);
     free(dense);
     free(base);

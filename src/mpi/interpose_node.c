@@ -1415,6 +1415,20 @@ gdte_status_t gdte_ipo_node_map(int peer_world, uint64_t rbase, const gdte_gpu_i
     return map_peer(peer_world, rbase, h, base_p);
 }
 
+void gdte_ipo_node_unmap(int peer_world, uint64_t rbase)
+{
+    if (peer_world == world_rank) return;
+    map_key_t k;
+    memset(&k, 0, sizeof k);
+    k.peer = peer_world;
+    k.rbase = rbase;
+    pthread_mutex_lock(&node_lock);
+    map_ent_t *e;
+    HASH_FIND(hh, maps, &k, sizeof k, e);
+    if (e) map_drop(e);
+    pthread_mutex_unlock(&node_lock);
+}
+
 /* Fake device: the sender's bytes read with process_vm_readv into `dst` (n packed bytes). */
 /* A sender's UNITS layout from its announcement, checked before any kernel walks the sender's
  * memory with it: sizes that multiply out to the message, ranks and counts in range. */
