@@ -746,6 +746,8 @@ typedef struct node_rec {
     int64_t pid;    /* fake device: the sender's process */
     int32_t status; /* GDTE_OK, or why the sender has nothing to offer */
     int32_t world;  /* the sender's rank in MPI_COMM_WORLD */
+    int32_t keep;   /* the memory is pooled staging that outlives the call: its mapping may stay */
+    int32_t pad;
     gdte_gpu_ipc_handle_t h;
 } node_rec_t;
 
@@ -926,6 +928,7 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int *r
         if ((st = side_exec_at(ps, GDTE_DIR_PACK, c->pre == PRE_MINE ? me : -1, -1, dense, NULL)) == GDTE_OK)
             n_bytes_packed += packed_bytes;
         stage.addr = (uint64_t)(uintptr_t)ps->base;
+        stage.keep = !ps->stage->overflow;
         int64_t soff = 0;
         if (st == GDTE_OK && !fake) st = gdte_ipo_node_export(ps->base, &stage.h, &soff, &stage.rbase);
     } else if (st == GDTE_OK && ndense && !fake) {
@@ -1001,12 +1004,13 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int *r
      * buffer read in place. */
     int rc2 = PMPI_Barrier(comm);
     if (rc == MPI_SUCCESS) rc = rc2;
-    /* The peers' memory is not kept mapped: it is the application's (a dense send block) or
-     * staging its owner may free (past GDTE_STAGING_MAX), and a mapping outliving the memory
-     * makes the runtime refuse the application's own IPC of memory that reuses it (H100:
-     * bench/coll's expert got cudaErrorAlreadyMapped after gdte's Allgather and Bcast). */
+    /* Only the peers' pooled staging stays mapped (cached for the next call): a mapping of the
+     * application's memory (a dense send block) or of staging freed on release (past
+     * GDTE_STAGING_MAX) would outlive the memory, and then the runtime refuses the application's
+     * own IPC mapping of memory that reuses it (H100: bench/coll's expert got
+     * cudaErrorAlreadyMapped after gdte's Allgather and Bcast had read its peers in place). */
     for (int q = 0; !fake && rc == MPI_SUCCESS && q < nin; q++)
-        if (in[q].off >= 0 && in[q].nbytes > 0 && in[q].status == GDTE_OK)
+        if (in[q].off >= 0 && in[q].nbytes > 0 && in[q].status == GDTE_OK && !in[q].keep)
             gdte_ipo_node_unmap(in[q].world, in[q].rbase);
     free(tmp);
     free(dense);
