@@ -470,17 +470,20 @@ section_bench_halo3d() {
 # bench/coll: collectives on device buffers, 4 ranks on the GPU(s), each beside the hand-written
 # expert (pack kernels + raw IPC + unpack kernels) in the same run, over the image's MPI
 # (mpi=plain) and the CUDA-aware build (mpi=gpu-aware). Rows to $OUT/coll-<device>.csv.
-# Environment: DEVICE_COLL_ARGS (extra collbench arguments), DEVICE_COLL_NP (default 4).
+# Environment: DEVICE_COLL_ARGS (extra collbench arguments), DEVICE_COLL_NP (default 4),
+# DEVICE_COLL_ENV ("VAR=value ..." for the ranks, e.g. GDTE_MPI_REDUCE_NODE_MIN=0) and
+# DEVICE_COLL_TAG (then the rows go to coll-<device>-<tag>.csv, apart from the committed set).
 section_bench_coll() {
   mpi_build || return
-  local ng dev csv log="$OUT/collbench.log" np=${DEVICE_COLL_NP:-4}
+  local ng dev csv log="$OUT/collbench.log" np=${DEVICE_COLL_NP:-4} xenv=() kv
+  for kv in ${DEVICE_COLL_ENV:-}; do xenv+=(-x "$kv"); done
   ng=$(nvidia-smi -L 2>/dev/null | wc -l)
   # "NVIDIA H100 80GB HBM3" -> h100, as the committed coll-h100.csv
   dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE '[a-z][0-9]{2,4}' | head -1 |
     tr '[:upper:]' '[:lower:]')
-  csv="$OUT/coll-${dev:-gpu}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
+  csv="$OUT/coll-${dev:-gpu}$([ "$ng" -gt 1 ] && echo "x$ng")${DEVICE_COLL_TAG:+-$DEVICE_COLL_TAG}.csv"
   # shellcheck disable=SC2086
-  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np "$np" --oversubscribe --bind-to none \
+  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np "$np" --oversubscribe --bind-to none "${xenv[@]}" \
     -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
     "$MPI_BUILD/bench/coll/collbench" --mpi-label plain --csv "$csv" ${DEVICE_COLL_ARGS:-} >"$log" 2>&1
   local rc=$?
@@ -493,7 +496,7 @@ section_bench_coll() {
     local glog="$OUT/collbench-gpuaware.log"
     # shellcheck disable=SC2086
     timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np "$np" --oversubscribe --bind-to none --mca pml ob1 \
-      --mca btl self,vader,smcuda -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
+      --mca btl self,vader,smcuda "${xenv[@]}" -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
       "$MPI_BUILD/bench/coll/collbench" --mpi-label gpu-aware --csv "$csv" ${DEVICE_COLL_ARGS:-} >"$glog" 2>&1
     local grc=$?
     grep -v "^\[" "$glog" | tail -30

@@ -72,6 +72,19 @@ gdte_status_t gdte_reduce_host(gdte_rop_t op, gdte_rtype_t t, const void *in, vo
 gdte_status_t gdte_reduce_gpu(gdte_rop_t op, gdte_rtype_t t, const void *in, void *inout, int64_t n,
                               gdte_stream_t stream);
 
+/* Inputs one launch of gdte_reduce_gpu_n reads; more take further launches. */
+#define GDTE_REDUCE_MAX_INPUTS 8
+/* out[i] = in[0][i] op in[1][i] op ... op in[nin-1][i], left to right (the order MPI's
+ * canonical reduction of ranks 0..nin-1 takes), for i < n; nin == 1 copies, nin == 0 writes
+ * nothing. `out` may be one of the first GDTE_REDUCE_MAX_INPUTS inputs (each element is read
+ * before it is written; a later one: GDTE_ERR_INVALID_ARG), and must not otherwise overlap
+ * them. The host twin and the GPU form give the same bytes; the GPU
+ * form reads every input once per GDTE_REDUCE_MAX_INPUTS of them (one launch each, the later
+ * ones taking `out` as their first input). */
+gdte_status_t gdte_reduce_host_n(gdte_rop_t op, gdte_rtype_t t, const void *const *in, int nin, void *out, int64_t n);
+gdte_status_t gdte_reduce_gpu_n(gdte_rop_t op, gdte_rtype_t t, const void *const *in, int nin, void *out, int64_t n,
+                                gdte_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,8 @@
 /* The host twin of reduce_kernels.cu (see reduce.h): the same per-element rules, one loop per
  * (operation, element type). Fake-device mode runs it where the GPU would run the kernel. */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "reduce.h"
 
 int64_t gdte_reduce_elem_size(gdte_rtype_t t)
@@ -67,4 +69,28 @@ gdte_status_t gdte_reduce_host(gdte_rop_t op, gdte_rtype_t t, const void *in, vo
     default: return GDTE_ERR_UNSUPPORTED;
     }
     return GDTE_OK;
+}
+
+gdte_status_t gdte_reduce_host_n(gdte_rop_t op, gdte_rtype_t t, const void *const *in, int nin, void *out, int64_t n)
+{
+    if (!gdte_reduce_supported(op, t)) return GDTE_ERR_UNSUPPORTED;
+    if (n <= 0 || nin <= 0) return GDTE_OK;
+    if (!in || !out) return GDTE_ERR_INVALID_ARG;
+    for (int k = 0; k < nin; k++)
+        if (!in[k] || (k >= GDTE_REDUCE_MAX_INPUTS && in[k] == out)) return GDTE_ERR_INVALID_ARG;
+    size_t bytes = (size_t)(n * gdte_reduce_elem_size(t));
+    /* Accumulate in `out` unless a later input is `out` itself: the first input's copy would
+     * overwrite it before it is read; then in a buffer of our own. */
+    void *acc = out;
+    for (int k = 1; k < nin; k++)
+        if (in[k] == out) acc = NULL;
+    if (!acc && !(acc = malloc(bytes))) return GDTE_ERR_NO_MEMORY;
+    if (acc != in[0]) memmove(acc, in[0], bytes);
+    gdte_status_t st = GDTE_OK;
+    for (int k = 1; k < nin && st == GDTE_OK; k++) st = gdte_reduce_host(op, t, in[k], acc, n);
+    if (acc != out) {
+        if (st == GDTE_OK) memcpy(out, acc, bytes);
+        free(acc);
+    }
+    return st;
 }

@@ -7,3 +7,10 @@ gdte_status_t gdte_reduce_gpu(gdte_rop_t op, gdte_rtype_t t, const void *in, voi
     (void)op; (void)t; (void)in; (void)inout; (void)n; (void)stream;
     return GDTE_ERR_NO_DEVICE;
 }
+
+gdte_status_t gdte_reduce_gpu_n(gdte_rop_t op, gdte_rtype_t t, const void *const *in, int nin, void *out, int64_t n,
+                                gdte_stream_t stream)
+{
+    (void)op; (void)t; (void)in; (void)nin; (void)out; (void)n; (void)stream;
+    return GDTE_ERR_NO_DEVICE;
+}

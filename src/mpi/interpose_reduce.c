@@ -70,14 +70,15 @@ static _Atomic int64_t n_bytes_staged; /* bytes copied in and out */
 static _Atomic int64_t n_kernels;      /* MPI_Reduce_local by gdte's reduction (kernel or host twin) */
 
 /** Counters of the reduction path for tests and benchmarks: "reduce_staged", "reduce_bytes",
- * "reduce_kernels"; -1 for an unknown name. */
+ * "reduce_kernels", and the node path's "reduce_node", "reduce_node_bytes"; -1 for an unknown
+ * name. */
 GDTE_IPO_EXPORT int64_t gdte_mpi_reduce_counter(const char *name)
 {
     if (!name) return -1;
     if (!strcmp(name, "reduce_staged")) return n_staged;
     if (!strcmp(name, "reduce_bytes")) return n_bytes_staged;
     if (!strcmp(name, "reduce_kernels")) return n_kernels;
-    return -1;
+    return gdte_red_node_counter(name);
 }
 
 /* ---- whether to look at buffers ---- */
@@ -94,6 +95,7 @@ static int red_possible(void)
 }
 
 int gdte_red_checking(void) { return red_possible() && !gdte_ipo_gpu_aware(); }
+int gdte_red_node_possible(void) { return red_possible() && gdte_knob(GDTE_KNOB_MPI_COLL_NODE); }
 
 /* ---- mirrors ---- */
 typedef struct red_side {
@@ -203,6 +205,9 @@ static void *side_arg(const red_ctx_t *c, int recv, const void *user)
 }
 
 /* The kind of `n` elements at `b` (HOST when the MPI will not touch them). */
+static gdte_ipo_kind_t kind_of(const void *b, int64_t n, MPI_Datatype dt);
+gdte_ipo_kind_t gdte_red_kind_of(const void *b, int64_t n, MPI_Datatype dt) { return kind_of(b, n, dt); }
+
 static gdte_ipo_kind_t kind_of(const void *b, int64_t n, MPI_Datatype dt)
 {
     if (n <= 0 || b == MPI_IN_PLACE) return GDTE_IPO_HOST;
@@ -229,6 +234,8 @@ static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const voi
 {
     int copy = how.init == GDTE_PINIT_NONE;
     *ctx_p = NULL;
+    /* The node path considered the call and left it: a GPU-aware MPI reads device memory. */
+    if (!gdte_red_checking()) return MPI_SUCCESS;
     gdte_ipo_kind_t sk = kind_of(sbuf, s_in, dt);
     gdte_ipo_kind_t rk = kind_of(rbuf, r_in > r_out ? r_in : r_out, dt);
     if (sk == GDTE_IPO_HOST && rk == GDTE_IPO_HOST) return MPI_SUCCESS;
@@ -338,7 +345,15 @@ static int facts_of(MPI_Comm comm, comm_facts_t *f)
            PMPI_Comm_size(comm, &f->size) == MPI_SUCCESS;
 }
 
-/* ---- the calls: each stages what the MPI touches, calls the MPI on the mirrors, completes ---- */
+/* A blocking call's node path first (interpose_reduce_node.c): 1 when it carried the call. */
+static int red_node_first(gdte_red_node_call_t a, gdte_red_how_t how, int *rc_p)
+{
+    if (how.req || how.init != GDTE_PINIT_NONE || !gdte_red_node_possible()) return 0;
+    return gdte_red_node(&a, rc_p);
+}
+
+/* ---- the calls: each tries the node path (blocking forms), else stages what the MPI
+ * touches, calls the MPI on the mirrors, completes ---- */
 #define RED_FN(x, ix)                                                      \
     static const char *const names[4] = GDTE_PINIT_NAMES(x, ix);          \
     const char *fn = gdte_pinit_name(names, how.init, how.req)
@@ -347,6 +362,10 @@ int gdte_red_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MP
                     gdte_red_how_t how)
 {
     RED_FN("Reduce", "Ireduce");
+    int nrc;
+    if (red_node_first((gdte_red_node_call_t){fn, GDTE_RN_REDUCE, sbuf, rbuf, count, NULL, dt, op, root, comm}, how,
+                       &nrc))
+        return nrc;
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (count > 0 && facts_of(comm, &f)) {
@@ -372,6 +391,10 @@ int gdte_red_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
                        gdte_red_how_t how)
 {
     RED_FN("Allreduce", "Iallreduce");
+    int nrc;
+    if (red_node_first((gdte_red_node_call_t){fn, GDTE_RN_ALLREDUCE, sbuf, rbuf, count, NULL, dt, op, 0, comm}, how,
+                       &nrc))
+        return nrc;
     red_ctx_t *c = NULL;
     if (count > 0) {
         int rc = red_prepare(fn, comm, dt, sbuf, count, rbuf, sbuf == MPI_IN_PLACE ? count : 0, count, how, &c);
@@ -385,6 +408,10 @@ int gdte_red_reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], M
                             MPI_Comm comm, gdte_red_how_t how)
 {
     RED_FN("Reduce_scatter", "Ireduce_scatter");
+    int nrc;
+    if (red_node_first((gdte_red_node_call_t){fn, GDTE_RN_REDUCE_SCATTER, sbuf, rbuf, 0, rcounts, dt, op, 0, comm},
+                       how, &nrc))
+        return nrc;
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (rcounts && facts_of(comm, &f)) {
@@ -408,6 +435,11 @@ int gdte_red_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_
                                   gdte_red_how_t how)
 {
     RED_FN("Reduce_scatter_block", "Ireduce_scatter_block");
+    int nrc;
+    if (red_node_first(
+            (gdte_red_node_call_t){fn, GDTE_RN_REDUCE_SCATTER_BLOCK, sbuf, rbuf, rcount, NULL, dt, op, 0, comm}, how,
+            &nrc))
+        return nrc;
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (rcount > 0 && facts_of(comm, &f)) {
@@ -438,6 +470,9 @@ int gdte_red_scan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
                   gdte_red_how_t how)
 {
     RED_FN("Scan", "Iscan");
+    int nrc;
+    if (red_node_first((gdte_red_node_call_t){fn, GDTE_RN_SCAN, sbuf, rbuf, count, NULL, dt, op, 0, comm}, how, &nrc))
+        return nrc;
     red_ctx_t *c;
     int rc = scan_prepare(fn, 0, sbuf, rbuf, count, dt, comm, how, &c);
     if (rc != MPI_SUCCESS) return rc;
@@ -449,6 +484,9 @@ int gdte_red_exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MP
                     gdte_red_how_t how)
 {
     RED_FN("Exscan", "Iexscan");
+    int nrc;
+    if (red_node_first((gdte_red_node_call_t){fn, GDTE_RN_EXSCAN, sbuf, rbuf, count, NULL, dt, op, 0, comm}, how, &nrc))
+        return nrc;
     red_ctx_t *c;
     int rc = scan_prepare(fn, 1, sbuf, rbuf, count, dt, comm, how, &c);
     if (rc != MPI_SUCCESS) return rc;
@@ -555,6 +593,12 @@ static int map_type(MPI_Datatype dt, gdte_rtype_t *t, red_class_t *cl)
     return PMPI_Type_size(dt, &sz) == MPI_SUCCESS && sz > 0 &&
            (*cl == CL_PAIR ? sz <= gdte_reduce_elem_size(*t) : sz == gdte_reduce_elem_size(*t)) &&
            PMPI_Type_get_extent(dt, &lb, &ext) == MPI_SUCCESS && lb == 0 && ext == gdte_reduce_elem_size(*t);
+}
+
+int gdte_red_rule(MPI_Op op, MPI_Datatype dt, gdte_rop_t *rop, gdte_rtype_t *rt)
+{
+    red_class_t cl;
+    return map_op(op, rop) && map_type(dt, rt, &cl) && class_allows(cl, *rop) && gdte_reduce_supported(*rop, *rt);
 }
 
 /* One stream for the reduction kernels, made at first use (legacy default-stream work of the

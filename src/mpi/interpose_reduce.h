@@ -15,6 +15,7 @@
 
 #include "interpose.h"
 #include "interpose_coll.h" /* gdte_pinit_t, the parameter shapes */
+#include "kernels/reduce.h"
 
 /* clang-format off */
 /* The reductions carried, in one table: X(name, nonblocking name, (parameters before comm), (the
@@ -77,5 +78,46 @@ int gdte_red_scan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_
 int gdte_red_exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                     gdte_red_how_t how);
 int gdte_red_reduce_local(const void *in, void *inout, int count, MPI_Datatype dt, MPI_Op op);
+
+/* (op, dt) as one of gdte's reduction rules (src/kernels/reduce.h): 1, or 0 where gdte has none
+ * (a user-defined operation, a derived datatype, a pair MPI does not allow). */
+int gdte_red_rule(MPI_Op op, MPI_Datatype dt, gdte_rop_t *rop, gdte_rtype_t *rt);
+/* The memory kind of `n` elements of dt at b (HOST for none or MPI_IN_PLACE). */
+gdte_ipo_kind_t gdte_red_kind_of(const void *b, int64_t n, MPI_Datatype dt);
+
+/* ---- the node path (interpose_reduce_node.c) ---- */
+typedef enum {
+    GDTE_RN_REDUCE,
+    GDTE_RN_ALLREDUCE,
+    GDTE_RN_REDUCE_SCATTER,
+    GDTE_RN_REDUCE_SCATTER_BLOCK,
+    GDTE_RN_SCAN,
+    GDTE_RN_EXSCAN
+} gdte_red_node_kind_t;
+
+/* A blocking reduction as the application called it: count is the elements of Reduce,
+ * Allreduce, Scan and Exscan, and the block of Reduce_scatter_block; rcounts Reduce_scatter's. */
+typedef struct gdte_red_node_call {
+    const char *fn;
+    gdte_red_node_kind_t kind;
+    const void *sbuf;
+    void *rbuf;
+    int count;
+    const int *rcounts;
+    MPI_Datatype dt;
+    MPI_Op op;
+    int root;
+    MPI_Comm comm;
+} gdte_red_node_call_t;
+
+/* 1 when the node path may carry a reduction at all in this process (a GPU or the fake device,
+ * GDTE_MPI_COLL_NODE on): the shims then look at the call even under a GPU-aware MPI. */
+int gdte_red_node_possible(void);
+/* Carry the blocking reduction `a` GPU to GPU within the node: 0 when it does not apply (the
+ * same answer on every member: the caller goes on as before), else 1 with *rc_p the call's
+ * result. */
+int gdte_red_node(const gdte_red_node_call_t *a, int *rc_p);
+/* "reduce_node", "reduce_node_bytes"; -1 for another name. */
+int64_t gdte_red_node_counter(const char *name);
 
 #endif

@@ -55,7 +55,8 @@
  * and the README. */
 #define GDTE_MPI_CARRIED                                                                                  \
     "point-to-point, persistent, completion, pack, collectives (alltoall, gather, scatter, bcast families), " \
-    "neighborhood collectives and reductions (blocking, nonblocking and persistent)"
+    "neighborhood collectives and reductions (blocking, nonblocking and persistent, the blocking ones GPU to GPU " \
+    "within the node, reductions of predefined operations from GDTE_MPI_REDUCE_NODE_MIN bytes)"
 
 /* F(id, key): key names the family in gdte_info's output and in the README's Coverage rows. */
 #define GDTE_REFUSE_FAMILIES(F) F(RMA, "one-sided") F(IO, "MPI-IO") F(LOCAL, "local")

@@ -2,9 +2,10 @@
  * The reduction calls libgdte_mpi.so defines (interpose_reduce.h): one thin shim each, from
  * interpose_reduce.h's table. Off (before MPI_Init, after MPI_Finalize, GDTE_DISABLE=1), straight
  * to the next definition in the chain. On, deferred GPU work is completed first (the MPI may read
- * what it produced); then, only when a device buffer is possible and the MPI cannot read one, the
- * call goes through gdte's mirrors; otherwise (no GPU and no fake device, or a GPU-aware MPI) to
- * the MPI as it is. MPI_Reduce_local on device buffers runs gdte's reduction kernels in both
+ * what it produced); then, when a device buffer is possible, the call goes to gdte: the blocking
+ * forms within the node GPU to GPU where they can (interpose_reduce_node.c, also under a
+ * GPU-aware MPI), else through gdte's mirrors when the MPI cannot read device memory, else to
+ * the MPI as it is; with no GPU and no fake device, straight to the MPI. MPI_Reduce_local on device buffers runs gdte's reduction kernels in both
  * cases. The persistent forms (Open MPI's MPIX_<name>_init, MPI-4's MPI_<name>_init) are here
  * where the MPI's headers declare them.
  */
@@ -14,7 +15,7 @@
  * `next`; else gdte's `carry`. */
 #define RED_SHIM(next, carry)                                                  \
     do {                                                                       \
-        if (!gdte_ipo_on() || (gdte_ipo_pending_flush(), !gdte_red_checking())) \
+        if (!gdte_ipo_on() || (gdte_ipo_pending_flush(), !gdte_red_checking() && !gdte_red_node_possible())) \
             return next;                                                       \
         return carry;                                                          \
     } while (0)

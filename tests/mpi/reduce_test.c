@@ -17,7 +17,11 @@
  * take, MPI_ERR_OP from the MPI on every rank; a buffer half host half device in
  * MPI_Reduce_local, MPI_ERR_BUFFER).
  *
- * Usage: reduce_test [--seed S]
+ * With GDTE_MPI_REDUCE_NODE_MIN set (small), every blocking call whose buffers are all device
+ * memory on every rank, with a predefined operation on a predefined datatype without padding,
+ * must be carried GPU to GPU within the node (counter reduce_node), and no other.
+ *
+ * Usage: reduce_test [--seed S] [--maxc N (elements per rank and block at most, default 29)]
  */
 #include "mpitest.h"
 
@@ -26,7 +30,11 @@ static int64_t red_counter(const char *n) { return gdte_mpi_reduce_counter ? gdt
 
 #define POISON 0xA5
 #define MARGIN 24 /* poisoned bytes past every buffer's span */
-#define MAXC 29   /* elements per rank and block at most */
+static int maxc = 29; /* elements per rank and block at most (--maxc) */
+#define MAXC maxc
+/* GDTE_MPI_REDUCE_NODE_MIN set (to at most MAXC elements of the smallest type): the blocking
+ * calls whose buffers are all device memory must go GPU to GPU within the node (reduce_node). */
+static int node_mode;
 
 static int gpu_aware; /* GDTE_MPI_GPU_AWARE=1: the MPI reads device memory, gdte passes calls on */
 static uint64_t data_state;
@@ -48,6 +56,7 @@ typedef struct {
     vkind_t vk;
     int vsize; /* bytes of one value of kind V_INT */
     int cls;
+    int dense; /* predefined, size == extent: the node path takes it with a predefined operation */
 } tdesc_t;
 
 static tdesc_t types[40];
@@ -56,7 +65,11 @@ static MPI_Op user_op;
 
 static void add_type(const char *name, MPI_Datatype dt, vkind_t vk, int vsize, int cls)
 {
-    types[ntypes++] = (tdesc_t){name, dt, vk, vsize, cls};
+    int sz = 0;
+    MPI_Aint lb, ext;
+    MPI_Type_size(dt, &sz);
+    MPI_Type_get_extent(dt, &lb, &ext);
+    types[ntypes++] = (tdesc_t){name, dt, vk, vsize, cls, cls != C_USER && lb == 0 && ext == sz};
 }
 
 /* A commutative user operation: element-wise sum, as MPI_SUM would give, on the two derived
@@ -397,21 +410,34 @@ static void one_case(call_t k, const tdesc_t *t, const odesc_t *o)
     mt_put(rd.mem, rimg, rd.bytes), mt_put(rh.mem, rimg, rh.bytes);
 
     int64_t before = red_counter("reduce_staged") + red_counter("reduce_kernels");
+    int64_t node0 = red_counter("reduce_node"), staged0 = red_counter("reduce_staged");
     const void *s_d = ip ? MPI_IN_PLACE : sd.mem, *s_h = ip ? MPI_IN_PLACE : sh.mem;
     int cnt = n;
     MPI_Request req = MPI_REQUEST_NULL;
     int rc = run_call(k, s_d, rd.mem, cnt, rcounts, t->dt, o->op, root, nb ? &req : NULL, 0);
     MT_CHECK(rc == MPI_SUCCESS, "%s: device call returned %d", where, rc);
     if (nb && rc == MPI_SUCCESS) complete(&req, how);
-    int64_t moved = red_counter("reduce_staged") + red_counter("reduce_kernels") - before;
+    int64_t node = red_counter("reduce_node") - node0, staged = red_counter("reduce_staged") - staged0;
+    int64_t moved = red_counter("reduce_staged") + red_counter("reduce_kernels") - before + node;
     MT_MPI(run_call(k, s_h, rh.mem, cnt, rcounts, t->dt, o->op, root, NULL, 0));
+    /* The node path: every blocking call whose buffers are all device memory on every rank (the
+     * input: the receive buffer in place; the output where the rank has one), on a vector of
+     * elements gdte has a rule for, and nothing else. */
+    int vec = k == K_RSCAT ? shape.total : k == K_RSCATB ? n * mt_size : n;
+    int dev_here = (ip ? rdev : sdev) && (r_out == 0 || rdev), dev_all = 0;
+    MT_MPI(MPI_Allreduce(&dev_here, &dev_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    int want_node = node_mode && mt_expect_gdte() && !nb && k != K_LOCAL && dev_all && t->dense && o->op != user_op &&
+                    vec > 0;
+    MT_CHECK(node == want_node, "%s: %lld reductions GPU to GPU within the node, want %d", where, (long long)node,
+             want_node);
 
     /* Whether this rank gave the MPI a device buffer it touches. */
     int sig = (sdev && !ip && s_n > 0 && k != K_LOCAL) || (rdev && (r_out > 0 || (ip && r_n > 0))) ||
               (k == K_LOCAL && n > 0 && (sdev || rdev));
-    if (mt_expect_gdte() && !gpu_aware && sig) MT_CHECK(moved > 0, "%s: device buffers did not go through gdte", where);
+    if (mt_expect_gdte() && (!gpu_aware || want_node) && sig)
+        MT_CHECK(moved > 0, "%s: device buffers did not go through gdte", where);
     if (!sig || !mt_expect_gdte()) MT_CHECK(moved == 0, "%s: went through gdte (%lld)", where, (long long)moved);
-    if (gpu_aware && k != K_LOCAL) MT_CHECK(moved == 0, "%s: staged under a GPU-aware MPI", where);
+    if (gpu_aware && k != K_LOCAL) MT_CHECK(staged == 0, "%s: staged under a GPU-aware MPI", where);
 
     if (r_out > 0) compare(&rd, &rh, t->dt, r_out, rimg);
     else same_bytes(&rd, rimg, "a receive buffer the MPI does not write");
@@ -578,6 +604,8 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv);
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--maxc") && i + 1 < argc) maxc = atoi(argv[++i]);
+    node_mode = getenv("GDTE_MPI_REDUCE_NODE_MIN") != NULL;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const char *ga = getenv("GDTE_MPI_GPU_AWARE");
     gpu_aware = ga && !strcmp(ga, "1");
@@ -591,13 +619,14 @@ int main(int argc, char **argv)
     MPI_Reduce_local(&pa, &pb, 1, MPI_UNSIGNED_LONG, MPI_MIN);
     int ulong_broken = pb != 1;
     if (ulong_broken && mt_rank == 0)
-        printf("this MPI's MPI_MIN/MPI_MAX on MPI_UNSIGNED_LONG compare as signed: MPI_Reduce_local skips them\n");
+        printf("this MPI's MPI_MIN/MPI_MAX on MPI_UNSIGNED_LONG compare as signed: MPI_Reduce_local%s skips them\n",
+               node_mode ? " and the node path" : "");
     int pairs = 0;
     for (int k = 0; k < K_COUNT_; k++)
         for (int ti = 0; ti < ntypes; ti++)
             for (int oi = 0; oi < nops; oi++)
                 if (types[ti].cls & ops[oi].cls) {
-                    if (k == K_LOCAL && ulong_broken && types[ti].dt == MPI_UNSIGNED_LONG &&
+                    if ((k == K_LOCAL || node_mode) && ulong_broken && types[ti].dt == MPI_UNSIGNED_LONG &&
                         (ops[oi].op == MPI_MIN || ops[oi].op == MPI_MAX))
                         continue;
                     one_case((call_t)k, &types[ti], &ops[oi]);
@@ -621,9 +650,9 @@ int main(int argc, char **argv)
     error_cases();
     if (mt_rank == 0)
         printf("reduce_test: %d (operation, datatype) pairs, %lld cases (%d persistent); gdte staged %lld, reduced %lld "
-               "locally\n",
+               "locally, %lld GPU to GPU within the node\n",
                pairs, (long long)ncases, npers, (long long)red_counter("reduce_staged"),
-               (long long)red_counter("reduce_kernels"));
+               (long long)red_counter("reduce_kernels"), (long long)red_counter("reduce_node"));
     for (int ti = 0; ti < ntypes; ti++) {
         int c = 0, a, b, d;
         MPI_Type_get_envelope(types[ti].dt, &a, &b, &d, &c);
