@@ -96,6 +96,43 @@ section_bench_pack() {
 }
 
 # Optional (not in DEFAULT_SECTIONS): bench/flatlab, the copy-kernel mapping lab.
+# DRAM traffic of the pack kernels, read by Nsight Compute's hardware counters: for each layout
+# of DEVICE_COUNTER_LAYOUTS (default struct3p,V64,face_x,face_y,T), the first two kernels
+# bench/pack launches for it are its verification's pack and unpack with the default variant;
+# ncu reads dram__bytes_read.sum, dram__bytes_write.sum and gpu__time_duration.sum of each
+# (--clock-control none: the clocks as the benchmark sees them). Rows to
+# $OUT/pack-counters.csv: layout,direction,kernel,dram_read,dram_write,ns.
+section_pack_counters() {
+  [ "$BUILD_OK" = 1 ] || section_build
+  [ "$BUILD_OK" = 1 ] || return
+  local ncu log="$OUT/pack_counters.log" csv="$OUT/pack-counters.csv" l raw
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { record pack_counters skip "ncu not found"; return; }
+  echo "layout,direction,kernel,dram_read,dram_write,ns" >"$csv"
+  : >"$log"
+  for l in $(echo "${DEVICE_COUNTER_LAYOUTS:-struct3p,V64,face_x,face_y,T}" | tr , ' '); do
+    raw="$OUT/ncu-$l.csv"
+    timeout "${DEVICE_BENCH_TIMEOUT:-300}" "$ncu" --clock-control none --csv --page raw --print-units base \
+      --kernel-name regex:'^k_(flat|periodic|strided|tiled|dev_warp|dev_thread|copy)' --launch-count 2 \
+      --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+      "$BUILD/bench/pack/pack_bench" "$OUT/ncu-bench-$l.csv" "$l" >"$raw" 2>>"$log"
+    # the raw page: a header line, a units line, then one line per kernel
+    python3 - "$raw" "$l" >>"$csv" 2>>"$log" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if r]
+head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+h = rows[head]
+for n, r in enumerate(rows[head + 2:head + 4]):
+    g = lambda k: r[h.index(k)].replace(",", "")
+    print(",".join([sys.argv[2], "pack" if n == 0 else "unpack", g("Kernel Name").split("(")[0].split("<")[0],
+                    g("dram__bytes_read.sum"), g("dram__bytes_write.sum"), g("gpu__time_duration.sum")]))
+PY
+  done
+  cat "$csv"
+  [ "$(wc -l <"$csv")" -gt 1 ] && record pack_counters ok "$(($(wc -l <"$csv") - 1)) kernels" ||
+    record pack_counters FAIL "see pack_counters.log"
+}
+
 section_flatlab() {
   [ "$BUILD_OK" = 1 ] || { record flatlab skip "no build"; return; }
   local log="$OUT/flatlab.log"
