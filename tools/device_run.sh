@@ -459,16 +459,19 @@ section_mpi_memcheck() {
   : >"$log"
   for t in "random_test --cases ${DEVICE_MEMCHECK_CASES:-150}" regress_test pingpong_test errors_test \
            wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60" "coll_test --cases 90 --seed 22 --all-device --node yes" \
-           "reduce_test --seed 11"; do
+           "reduce_test --seed 11" "reduce_test --seed 12 --maxc 3000"; do
     echo "== memcheck $t" >>"$log"
+    # the node path of the reductions at every size for the run with large vectors
+    local extra=()
+    case "$t" in reduce_test*--maxc*) extra=(-x GDTE_MPI_REDUCE_NODE_MIN=1) ;; esac
     # Open MPI's AVX reduction component computes wrong sums under compute-sanitizer (reduce_test's
     # MPI_Reduce_local on host buffers, gdte not involved): the plain C ops are used instead.
     timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
-      -x OMPI_MCA_op='^avx' -x LD_PRELOAD="$pre" "$cs" --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 \
+      "${extra[@]}" -x OMPI_MCA_op='^avx' -x LD_PRELOAD="$pre" "$cs" --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 \
       $MPI_BUILD/tests/mpi/$t >>"$log" 2>&1
     rc=$?
     local name="${t%% *}"
-    case "$t" in *--node*) name="$name:node" ;; esac
+    case "$t" in *--node* | *--maxc*) name="$name:node" ;; esac
     [ $rc -eq 0 ] && record "memcheck:$name" ok "$(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')" ||
       record "memcheck:$name" FAIL "rc=$rc $(grep 'ERROR SUMMARY' "$log" | tail -2 | tr '\n' ' ')"
   done

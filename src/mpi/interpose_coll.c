@@ -903,10 +903,13 @@ static int coll_node(const gdte_coll_args_t *a, coll_t *c, int described, int *r
     stage.world = my_world;
     stage.pid = (int64_t)getpid();
     /* Dense send blocks offered in place (device memory another process can map). */
-    int64_t packed_bytes = ps->total, ndense = 0;
+    int64_t packed_bytes = ps->total, ndense = 0, inplace_max = gdte_knob(GDTE_KNOB_MPI_COLL_INPLACE_MAX);
     for (int i = 0; ps == &c->s && i < ps->nb; i++) {
         char *at;
-        if (!blk_dense(&ps->b[i], &at)) continue;
+        /* Past GDTE_MPI_COLL_INPLACE_MAX a block is copied into the pooled staging instead: a
+         * peer maps application memory anew each call (its mapping must not outlive the call),
+         * and mapping a large allocation costs more than copying the block. */
+        if (ps->b[i].nbytes > inplace_max || !blk_dense(&ps->b[i], &at)) continue;
         base[i] = stage;
         base[i].addr = (uint64_t)(uintptr_t)at;
         int64_t soff = 0;

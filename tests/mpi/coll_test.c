@@ -744,6 +744,11 @@ static void run(kase_t *K, int casen, int mode, int how)
         /* Within the node a send side whose blocks are all dense is read where it is: no pack. */
         int64_t dinplace = mt_counter("coll_node_inplace") - inplace0;
         int pack_ok = dp == want_p || (dp == 0 && want_p == 1 && dinplace > 0);
+        /* GDTE_MPI_COLL_INPLACE_MAX=0: no block is read where it is. */
+        const char *ipm = getenv("GDTE_MPI_COLL_INPLACE_MAX");
+        if (ipm && !strcmp(ipm, "0"))
+            MT_CHECK(dinplace == 0, "%s round %d: %lld blocks read in place with GDTE_MPI_COLL_INPLACE_MAX=0", what, round,
+                     (long long)dinplace);
         MT_CHECK(pack_ok && du == want_u, "%s round %d: %lld pack and %lld unpack launches, want %lld and %lld", what,
                  round, (long long)dp, (long long)du, (long long)want_p, (long long)want_u);
         MT_CHECK(dn == carried, "%s round %d: coll_calls moved by %lld, want %d", what, round, (long long)dn, carried);
