@@ -101,11 +101,11 @@ section_bench_pack() {
 # bench/pack launches for it are its verification's pack and unpack with the default variant;
 # ncu reads dram__bytes_read.sum, dram__bytes_write.sum and gpu__time_duration.sum of each
 # (--clock-control none: the clocks as the benchmark sees them). Rows to
-# $OUT/pack-counters.csv: layout,direction,kernel,dram_read,dram_write,ns.
+# $OUT/counters-pack.csv: layout,direction,kernel,dram_read,dram_write,ns.
 section_pack_counters() {
   [ "$BUILD_OK" = 1 ] || section_build
   [ "$BUILD_OK" = 1 ] || return
-  local ncu log="$OUT/pack_counters.log" csv="$OUT/pack-counters.csv" l raw
+  local ncu log="$OUT/pack_counters.log" csv="$OUT/counters-pack.csv" l raw
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { record pack_counters skip "ncu not found"; return; }
   echo "layout,direction,kernel,dram_read,dram_write,ns" >"$csv"
