@@ -1357,6 +1357,17 @@ static void map_drop(map_ent_t *e)
     nmaps--;
 }
 
+/* The cached mapping of (peer, rbase), or NULL; *k receives the key. Caller holds node_lock. */
+static map_ent_t *map_find_locked(int peer, uint64_t rbase, map_key_t *k)
+{
+    memset(k, 0, sizeof *k);
+    k->peer = peer;
+    k->rbase = rbase;
+    map_ent_t *e;
+    HASH_FIND(hh, maps, k, sizeof *k, e);
+    return e;
+}
+
 static gdte_status_t map_peer(int peer, uint64_t rbase, const gdte_gpu_ipc_handle_t *h, void **base_p)
 {
     if (peer == world_rank) {
@@ -1366,12 +1377,8 @@ static gdte_status_t map_peer(int peer, uint64_t rbase, const gdte_gpu_ipc_handl
         return GDTE_OK;
     }
     map_key_t k;
-    memset(&k, 0, sizeof k);
-    k.peer = peer;
-    k.rbase = rbase;
     pthread_mutex_lock(&node_lock);
-    map_ent_t *e;
-    HASH_FIND(hh, maps, &k, sizeof k, e);
+    map_ent_t *e = map_find_locked(peer, rbase, &k);
     if (e && !memcmp(&e->h, h, sizeof *h)) {
         *base_p = e->base;
         pthread_mutex_unlock(&node_lock);
@@ -1419,12 +1426,8 @@ void gdte_ipo_node_unmap(int peer_world, uint64_t rbase)
 {
     if (peer_world == world_rank) return;
     map_key_t k;
-    memset(&k, 0, sizeof k);
-    k.peer = peer_world;
-    k.rbase = rbase;
     pthread_mutex_lock(&node_lock);
-    map_ent_t *e;
-    HASH_FIND(hh, maps, &k, sizeof k, e);
+    map_ent_t *e = map_find_locked(peer_world, rbase, &k);
     if (e) map_drop(e);
     pthread_mutex_unlock(&node_lock);
 }

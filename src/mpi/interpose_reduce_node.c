@@ -80,34 +80,31 @@ static int rn_error(MPI_Comm comm, const char *fn, int code, const char *why)
 static int rn_eligible(const gdte_red_node_call_t *a, int64_t *total_p, gdte_rop_t *rop, gdte_rtype_t *rt, int *p_p,
                        int *me_p)
 {
-    if (!gdte_knob(GDTE_KNOB_MPI_COLL_NODE) || a->comm == MPI_COMM_NULL) return 0;
-    int inter = 0, p = 0, me = 0;
+    /* Cheapest first: every blocking reduction of a process with a GPU comes here. */
+    int sz = 0, p = 0, me = 0, inter = 0;
+    if (!gdte_knob(GDTE_KNOB_MPI_COLL_NODE) || a->comm == MPI_COMM_NULL || a->count < 0) return 0;
+    if (PMPI_Type_size(a->dt, &sz) != MPI_SUCCESS || sz <= 0) return 0;
+    int64_t min = gdte_knob(GDTE_KNOB_MPI_REDUCE_NODE_MIN);
+    int scatter = a->kind == GDTE_RN_REDUCE_SCATTER || a->kind == GDTE_RN_REDUCE_SCATTER_BLOCK;
+    if (!scatter && (int64_t)a->count * sz < min) return 0;
     if (PMPI_Comm_test_inter(a->comm, &inter) != MPI_SUCCESS || inter) return 0;
     if (PMPI_Comm_size(a->comm, &p) != MPI_SUCCESS || PMPI_Comm_rank(a->comm, &me) != MPI_SUCCESS || p < 2) return 0;
-    if (!gdte_red_rule(a->op, a->dt, rop, rt)) return 0;
-    /* Elements that are the whole of their extent (no padding: the pair types with a gap are
-     * left to the MPI, whose result leaves the gap alone). */
-    int sz = 0;
-    MPI_Aint lb = 0, ext = 0;
-    if (PMPI_Type_size(a->dt, &sz) != MPI_SUCCESS || PMPI_Type_get_extent(a->dt, &lb, &ext) != MPI_SUCCESS ||
-        lb != 0 || ext != sz || sz != gdte_reduce_elem_size(*rt))
-        return 0;
-    int64_t total = 0;
-    switch (a->kind) {
-    case GDTE_RN_REDUCE_SCATTER:
+    int64_t total = a->count;
+    if (a->kind == GDTE_RN_REDUCE_SCATTER_BLOCK) total = (int64_t)a->count * p;
+    if (a->kind == GDTE_RN_REDUCE_SCATTER) {
         if (!a->rcounts) return 0;
+        total = 0;
         for (int q = 0; q < p; q++) {
             if (a->rcounts[q] < 0) return 0; /* the MPI reports it */
             total += a->rcounts[q];
         }
-        break;
-    case GDTE_RN_REDUCE_SCATTER_BLOCK: total = (int64_t)a->count * p; break;
-    case GDTE_RN_REDUCE:
-        if (a->root < 0 || a->root >= p) return 0;
-        /* fall through */
-    default: total = a->count; break;
     }
-    if (a->count < 0 || total <= 0 || total * sz < gdte_knob(GDTE_KNOB_MPI_REDUCE_NODE_MIN)) return 0;
+    if (a->kind == GDTE_RN_REDUCE && (a->root < 0 || a->root >= p)) return 0;
+    if (total <= 0 || total * sz < min) return 0;
+    /* A rule of gdte's (predefined operation and datatype, extent == the element's size), and
+     * elements that are the whole of their extent: a pair type with a gap is left to the MPI,
+     * whose result leaves the gap alone. */
+    if (!gdte_red_rule(a->op, a->dt, rop, rt) || sz != gdte_reduce_elem_size(*rt)) return 0;
     if (!gdte_ipo_node_comm_local(a->comm)) return 0;
     *total_p = total;
     *p_p = p;
@@ -132,7 +129,7 @@ static void rn_slice(const gdte_red_node_call_t *a, int p, int q, int64_t total,
 
 /* Whether this process's buffers let it take part: device memory of the mode's kind for what
  * the call reads and writes. */
-static int rn_buffers_ok(const gdte_red_node_call_t *a, int me, int64_t total, int64_t *out_n)
+static int rn_buffers_ok(const gdte_red_node_call_t *a, int p, int me, int64_t total, int64_t *out_n)
 {
     gdte_ipo_kind_t want = gdte_ipo_node_fake() ? GDTE_IPO_FAKE : GDTE_IPO_DEVICE;
     int inplace = a->sbuf == MPI_IN_PLACE;
@@ -140,7 +137,7 @@ static int rn_buffers_ok(const gdte_red_node_call_t *a, int me, int64_t total, i
     if (inplace && a->kind == GDTE_RN_REDUCE && me != a->root) return 0;
     if (a->kind == GDTE_RN_REDUCE_SCATTER || a->kind == GDTE_RN_REDUCE_SCATTER_BLOCK) {
         int64_t lo, n;
-        rn_slice(a, 0, me, total, &lo, &n);
+        rn_slice(a, p, me, total, &lo, &n);
         *out_n = n;
     } else if (a->kind == GDTE_RN_REDUCE) {
         *out_n = me == a->root ? total : 0;
@@ -246,7 +243,7 @@ int gdte_red_node(const gdte_red_node_call_t *a, int *rc_p)
     mine.pid = (int64_t)getpid();
     gdte_stage_t *stg = NULL;
     gdte_status_t st = GDTE_OK;
-    int ok = recs && peer && rn_buffers_ok(a, me, total, &out_n);
+    int ok = recs && peer && rn_buffers_ok(a, p, me, total, &out_n);
     if (ok && gdte_stage_acquire(GDTE_STAGE_DEVICE, fake, (size_t)bytes, &stg) != GDTE_OK) ok = 0;
     if (ok && fake) {
         memcpy(stg->ptr, in, (size_t)bytes);
