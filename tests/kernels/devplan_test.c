@@ -61,12 +61,35 @@ gdte_status_t gdte_gpu_event_query(gdte_gpu_event_t e) { return (void)e, GDTE_OK
 gdte_status_t gdte_gpu_event_synchronize(gdte_gpu_event_t e) { return (void)e, GDTE_OK; }
 gdte_status_t gdte_gpu_stream_wait_event(gdte_stream_t s, gdte_gpu_event_t e) { return (void)s, (void)e, GDTE_OK; }
 gdte_status_t gdte_gpu_device_synchronize(void) { return GDTE_OK; }
+/* Pinned mapped memory (the runs' bounce buffer): plain memory here, refused while bounce_off. */
+static int bounce_off;
+static char *bounce_mem;
+static size_t bounce_size;
+gdte_status_t gdte_gpu_host_alloc(void **ptr_p, size_t size, int mapped)
+{
+    if (bounce_off || !mapped) return GDTE_ERR_NO_MEMORY;
+    if (!(*ptr_p = malloc(size))) return GDTE_ERR_NO_MEMORY;
+    bounce_mem = *ptr_p;
+    bounce_size = size;
+    return GDTE_OK;
+}
+gdte_status_t gdte_gpu_host_free(void *ptr)
+{
+    if (ptr == bounce_mem) bounce_mem = NULL;
+    free(ptr);
+    return GDTE_OK;
+}
+gdte_status_t gdte_gpu_host_device_pointer(void *host, void **dev_p)
+{
+    *dev_p = host;
+    return GDTE_OK;
+}
 /* A chunked first use calls this once per uploaded chunk of units; the copies are synchronous
  * here, so running the whole range at the last chunk reads only uploaded units. Each chunk's
  * units must be in place when its call comes (cut from runs already, where they come as runs),
  * and the chunks must follow one another from unit 0. */
 static const gdte_unit_t *expect_units; /* the engine's units of the type in test, or NULL */
-static int64_t next_unit, chunk_calls, chunk_errors;
+static int64_t next_unit, chunk_calls, chunk_errors, bounce_reads, other_reads;
 gdte_status_t gdte_gpu_exec_ex(const gdte_layout_t *L, const gdte_gpu_exec_opts_t *o, gdte_dir_t dir, void *user,
                                void *packed, int64_t offset, int64_t len, gdte_stream_t stream)
 {
@@ -89,6 +112,10 @@ gdte_status_t gdte_gpu_expand_units(const gdte_run_t *runs, int64_t nruns, int64
                                     gdte_stream_t stream)
 {
     (void)stream;
+    if (bounce_mem && (const char *)runs >= bounce_mem && (const char *)(runs + nruns) <= bounce_mem + bounce_size)
+        bounce_reads++;
+    else
+        other_reads++;
     for (int64_t i = 0; i < nruns; i++)
         for (int64_t k = 0; k < gdte_run_nunits(&runs[i], unit_size); k++)
             units[runs[i].first_unit + k] = gdte_run_unit(&runs[i], k, unit_size);
@@ -241,8 +268,9 @@ static void test_first_use(void)
     gdte_type_free(&t);
 }
 
-static void test_first_use_runs(void)
+static void test_first_use_runs(int bounce)
 {
+    bounce_off = !bounce;
     /* Long irregular blocks: the engine keeps runs, and >= 64 KiB of them cross in chunks, each
      * cut into units before its part of the pack. 3000 blocks of 800 doubles. */
     const int64_t nb = 3000;
@@ -273,10 +301,17 @@ static void test_first_use_runs(void)
     if (!user || !got || !want) exit(2);
     for (size_t i = 0; i < ub; i++) user[i] = (char)(i * 131 + 7);
     gdte_host_exec(&H, GDTE_DIR_PACK, user, want, 0, H.total);
-    int64_t u0 = stats().uploads, e0 = execs, c0 = chunk_calls;
+    int64_t u0 = stats().uploads, e0 = execs, c0 = chunk_calls, b0 = bounce_reads, o0 = other_reads;
     memset(got, 0, (size_t)L.total);
     OK(gdte_devplan_exec(t, &L, GDTE_DIR_PACK, user, got, 0, L.total, NULL, 0));
     CHECK(stats().uploads == u0 + 1 && execs == e0 + 1, "first use from runs: one upload, one pack");
+    /* With pinned mapped memory the cutting kernel reads every run from the bounce buffer;
+     * without, from the copies behind the units. */
+    CHECK(bounce ? bounce_reads - b0 == chunk_calls - c0 && other_reads == o0
+                 : bounce_reads == b0 && other_reads - o0 == chunk_calls - c0,
+          "first use from runs (bounce %s): %lld cut(s) from the bounce buffer, %lld from elsewhere, %lld chunk(s)",
+          bounce ? "on" : "off", (long long)(bounce_reads - b0), (long long)(other_reads - o0),
+          (long long)(chunk_calls - c0));
     CHECK(chunk_calls - c0 >= 2, "first use from %lld runs: %lld chunk(s), expected several", (long long)nr,
           (long long)(chunk_calls - c0));
     CHECK(!chunk_errors, "first use from runs: %lld chunk(s) out of order or run before their units were cut",
@@ -294,7 +329,9 @@ int main(void)
     test_lru();
     test_coalesce();
     test_first_use();
-    test_first_use_runs();
+    test_first_use_runs(0); /* first: once made, the bounce buffer stays */
+    test_first_use_runs(1);
+    test_first_use_runs(1); /* the bounce buffer again, after its first use */
     gdte_devplan_finalize();
     if (failures) {
         printf("devplan: %d failures\n", failures);
