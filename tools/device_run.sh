@@ -143,6 +143,17 @@ section_flatlab() {
   [ $rc -eq 0 ] && record flatlab ok "flatlab.csv ($(($(wc -l <"$OUT/flatlab.csv") - 1)) rows)" || record flatlab FAIL "rc=$rc"
 }
 
+# Optional: V64's half-line write and read patterns alone against full lines (flatlab
+# writeprobe): the hardware's own cost of the pattern, V64 unpack's bound. $OUT/writeprobe.csv.
+section_writeprobe() {
+  [ "$BUILD_OK" = 1 ] || { record writeprobe skip "no build"; return; }
+  local log="$OUT/writeprobe.log"
+  timeout "${DEVICE_BENCH_TIMEOUT:-300}" "$BUILD/bench/flatlab/flatlab" "$OUT/writeprobe.csv" writeprobe >"$log" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] && record writeprobe ok "writeprobe.csv" || record writeprobe FAIL "rc=$rc"
+  sed 's/^/  /' "$log" | tee -a "$SUMMARY"
+}
+
 # ==== protocols block (src/protocols, tests/protocols, bench/pingpong) =========================
 # Kept apart from the sections above. A second build tree, with UCX: headers from .deps/ucx
 # (tools/device_deps.sh; carry .deps), linked to the machine's own UCX runtime (libucp.so.0,

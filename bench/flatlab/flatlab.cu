@@ -22,7 +22,9 @@
  * timed. CSV: device,commit,layout,direction,word,map,hint,unroll,blocks_per_sm,bytes,
  * median_us,gbps,ratio_to_memcpy.
  *
- * Usage: flatlab OUT.csv [small]   (commit from GDTETEST_COMMIT). CUDA only: the hints are CUDA
+ * With `writeprobe`: V64's half-line write and read patterns alone (write_probe).
+ *
+ * Usage: flatlab OUT.csv [small|writeprobe]   (commit from GDTETEST_COMMIT). CUDA only: the hints are CUDA
  * intrinsics, and the lab's answer is carried into the one-source kernel by hand.
  */
 #include <cuda_runtime.h>
@@ -200,10 +202,62 @@ template <typename F> static double time_op(F op, bool graphed)
     return median(t, RUNS);
 }
 
+/* The write and read patterns alone, no index arithmetic, no other side: thread i moves 16
+ * bytes, at i * 16 (full lines) or, HALF, in the first 64 bytes of each 128-byte line (V64's
+ * destination on unpack, its source on pack): the same bytes, twice the span. What a kernel
+ * can reach on V64 with no gdte code in the way. */
+template <bool HALF> __device__ __forceinline__ size_t probe_off(size_t i)
+{
+    return HALF ? (i >> 2) * 128 + (i & 3) * 16 : i * 16;
+}
+template <bool HALF> __global__ void __launch_bounds__(NT) k_wprobe(char *base, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * NT + threadIdx.x;
+    if (i < n) *(uint4 *)(base + probe_off<HALF>(i)) = make_uint4((unsigned)i, 1, 2, 3);
+}
+template <bool HALF> __global__ void __launch_bounds__(NT) k_rprobe(const char *base, size_t n, unsigned *sink)
+{
+    const size_t i = (size_t)blockIdx.x * NT + threadIdx.x;
+    if (i < n) {
+        const uint4 v = *(const uint4 *)(base + probe_off<HALF>(i));
+        if ((v.x ^ v.y ^ v.z ^ v.w) == 0x9e3779b9u) atomicAdd(sink, 1u); /* keeps the load */
+    }
+}
+
+/* Usage `flatlab OUT.csv writeprobe`: V64's 256 MiB written (read) as half lines against the
+ * same bytes as full lines. Rows: layout wprobe/rprobe, direction full/half, ratio = full time
+ * over this row's. */
+static int write_probe(FILE *csv, const char *dev, const char *commit)
+{
+    const size_t bytes = (size_t)256 << 20, n = bytes / 16;
+    char *buf;
+    unsigned *sink;
+    CK(cudaMalloc(&buf, 2 * bytes));
+    CK(cudaMalloc(&sink, sizeof *sink));
+    CK(cudaMemset(buf, 0, 2 * bytes));
+    const unsigned grid = (unsigned)((n + NT - 1) / NT);
+    double t[4];
+    t[0] = time_op([&] { k_wprobe<false><<<grid, NT, 0, S>>>(buf, n); }, false);
+    t[1] = time_op([&] { k_wprobe<true><<<grid, NT, 0, S>>>(buf, n); }, false);
+    t[2] = time_op([&] { k_rprobe<false><<<grid, NT, 0, S>>>(buf, n, sink); }, false);
+    t[3] = time_op([&] { k_rprobe<true><<<grid, NT, 0, S>>>(buf, n, sink); }, false);
+    CK(cudaGetLastError());
+    const char *name[4] = {"wprobe,full", "wprobe,half", "rprobe,full", "rprobe,half"};
+    for (int k = 0; k < 4; k++) {
+        const double base = t[k & 2];
+        fprintf(csv, "%s,%s,%s,16,probe,0,0,0,%zu,%.3f,%.2f,%.3f\n", dev, commit, name[k], bytes, t[k],
+                bytes / t[k] / 1e3, base / t[k]);
+        printf("%-12s %9.2f us %8.1f GB/s x%.3f of full lines\n", name[k], t[k], bytes / t[k] / 1e3, base / t[k]);
+    }
+    CK(cudaFree(buf));
+    CK(cudaFree(sink));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: flatlab OUT.csv [small]\n");
+        fprintf(stderr, "usage: flatlab OUT.csv [small|writeprobe]\n");
         return 2;
     }
     const bool small = argc > 2 && !strcmp(argv[2], "small");
@@ -223,6 +277,12 @@ int main(int argc, char **argv)
     if (gdte_init(NULL) != GDTE_OK) {
         fprintf(stderr, "flatlab: gdte_init failed\n");
         return 1;
+    }
+    if (argc > 2 && !strcmp(argv[2], "writeprobe")) {
+        const int rc = write_probe(csv, dev, commit);
+        fclose(csv);
+        gdte_finalize();
+        return rc;
     }
     struct lspec {
         const char *name;
