@@ -111,6 +111,9 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t node_detached;          /* ... of them completed by the sender from a copy */
     _Atomic int64_t node_units;             /* ... irregular ones read in place (the sender packs none) */
     _Atomic int64_t node_units_same;        /* receives of those in one kernel, buffer to buffer */
+    _Atomic int64_t node_other_gpu;         /* small sends the copy engines would take to a peer on this
+                                               process's GPU, taken GPU to GPU to one on another GPU */
+    _Atomic int64_t node_sparse_packed;     /* sends of short blocks packed by the sender for a peer on another GPU */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 
@@ -264,6 +267,9 @@ void gdte_ipo_node_probe_fix(MPI_Comm comm, MPI_Status *st);
 void gdte_ipo_node_progress(void);
 /* The node path's sends in flight: release finished ones, detach those waited for too long. */
 void gdte_ipo_node_sends_progress(void);
+/* Publishes which GPU this process works on, for its peers' choice of path (cheap when the
+ * current device has not changed). */
+void gdte_ipo_node_gpu_note(void);
 /* Between these, receives the node path finishes queue their copies and are synchronized
  * once, at the end (nestable, per thread). */
 void gdte_ipo_node_batch_begin(void);

@@ -152,9 +152,14 @@ static gdte_gpu_event_t node_ev_app, node_ev_send;
  * one of the two wins the word, so the receiver reads either the user's buffer while the
  * sender still waits, or the staged copy; never a buffer the application has reused. */
 #define SLOTS 8192
+/* The segment holds one word more than the completion words: GPU_WORD, where the process says
+ * which GPU its device work runs on (gpu_note). */
+#define GPU_WORD SLOTS
+#define SEG_BYTES (sizeof(slot_t) * (SLOTS + 1))
 #define DETACH_NS 1000000 /* a send the receiver has not taken for 1 ms is detached */
 static int64_t detach_ns = DETACH_NS; /* GDTETEST_NODE_DETACH_US: tests and measurements */
 static int send_packed; /* GDTETEST_NODE_PACKED: irregular layouts go as packed copies (tests) */
+static int other_gpu_all; /* GDTETEST_NODE_OTHER_GPU: every other peer counts as on another GPU (tests) */
 enum { W_FREE = 0, W_POSTED = 1, W_CLAIMED = 2, W_DONE = 3, W_DETACHED = 4 };
 #define W_STATE(w) ((unsigned)((w) & 0xff))
 #define W_GEN(w) ((w) & ~(uint64_t)0xff)
@@ -366,10 +371,46 @@ int gdte_ipo_node_is_marker(MPI_Comm comm, const MPI_Status *st)
     return got == GDTE_IPO_MARK_BYTES;
 }
 
+/* ---- which GPU each process works on ----
+ * Small dense or single-stride messages go through pinned host memory by the copy engines
+ * alone (xfer.c) rather than by a kernel in the receiver, because on a GPU that several
+ * processes share a kernel waits for the GPU to switch contexts (~150 us on an H100). Between
+ * processes on different GPUs there is no such wait, and the node path is faster at every size
+ * (two H200s over NVLink, 5964dc8: a 64 KiB dense message 52 us one way and 46 us per message
+ * in a window through host memory, an irregular one of the same size 24 and 10 us GPU to GPU).
+ * So each process says in its segment which GPU it works on (PCI domain, bus and device, plus
+ * one: 0 is not known), noted again whenever its current device changes (an application may
+ * pick its GPU after MPI_Init), and a sender takes the copy engines only to a peer on its own
+ * GPU, or whose GPU it does not know. */
+static _Atomic int gpu_noted = -1; /* the device index last noted */
+
+void gdte_ipo_node_gpu_note(void)
+{
+    if (fake_mode || !my_slots) return;
+    int d = gdte_gpu_current_device();
+    if (d < 0 || d == atomic_load_explicit(&gpu_noted, memory_order_relaxed)) return;
+    gdte_gpu_props_t p;
+    if (gdte_gpu_get_props(d, &p) != GDTE_OK) return;
+    uint64_t id = ((uint64_t)(uint32_t)p.pci_domain << 32 | (uint64_t)(uint32_t)p.pci_bus << 16 |
+                   (uint64_t)(uint32_t)p.pci_device) + 1;
+    atomic_store_explicit(&my_slots[GPU_WORD].word, id, memory_order_relaxed);
+    atomic_store_explicit(&gpu_noted, d, memory_order_relaxed);
+}
+
+/* World rank w, a framing peer, is known to work on another GPU than this process. */
+static int other_gpu(int w)
+{
+    if (!peer_slots[w] || peer_slots[w] == my_slots) return 0;
+    if (other_gpu_all) return 1;
+    uint64_t a = atomic_load_explicit(&my_slots[GPU_WORD].word, memory_order_relaxed);
+    uint64_t b = atomic_load_explicit(&peer_slots[w][GPU_WORD].word, memory_order_relaxed);
+    return a && b && a != b;
+}
+
 /* ---- lifetime ---- */
 static void *shm_map(const char *name, int create)
 {
-    size_t bytes = sizeof(slot_t) * SLOTS;
+    size_t bytes = SEG_BYTES;
     int fd = shm_open(name, create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
     if (fd < 0) return NULL;
     if (create && ftruncate(fd, (off_t)bytes) != 0) {
@@ -395,7 +436,7 @@ static int slots_create(void)
     my_slots = shm_map(shm_name, 1);
     slot_stack = malloc(sizeof(int) * SLOTS);
     if (!my_slots || !slot_stack) {
-        if (my_slots) munmap(my_slots, sizeof(slot_t) * SLOTS), shm_unlink(shm_name);
+        if (my_slots) munmap(my_slots, SEG_BYTES), shm_unlink(shm_name);
         free(slot_stack);
         my_slots = NULL;
         slot_stack = NULL;
@@ -448,6 +489,7 @@ int gdte_ipo_node_init(void)
     if (!gdte_gpu_available() && !fake_mode) want = 0;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
     send_packed = getenv("GDTETEST_NODE_PACKED") && atoi(getenv("GDTETEST_NODE_PACKED"));
+    other_gpu_all = getenv("GDTETEST_NODE_OTHER_GPU") && atoi(getenv("GDTETEST_NODE_OTHER_GPU"));
     const char *dus = getenv("GDTETEST_NODE_DETACH_US");
     if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
     void *ub = NULL;
@@ -549,7 +591,7 @@ int gdte_ipo_node_init(void)
     if (!ok_all) {
         if (want) gdte_warn("node path off: a process of this node could not map a peer's shared memory");
         for (int w = 0; w < world_size; w++) {
-            if (peer_slots[w]) munmap(peer_slots[w], sizeof(slot_t) * SLOTS);
+            if (peer_slots[w]) munmap(peer_slots[w], SEG_BYTES);
             peer_slots[w] = NULL;
             peer_w[w] = 0;
         }
@@ -568,6 +610,7 @@ int gdte_ipo_node_init(void)
     PMPI_Comm_dup(MPI_COMM_WORLD, &fin_comm);
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &keyval, NULL);
     gdte_ipo_node_on_g = 1;
+    gdte_ipo_node_gpu_note();
     gdte_ipo_node_comm_new(MPI_COMM_WORLD);
     int npeers = 0;
     for (int i = 0; i < world_size; i++) npeers += peer_w[i] && i != world_rank;
@@ -595,12 +638,12 @@ void gdte_ipo_node_finalize(void)
     if (node_ev_send) gdte_gpu_event_destroy(node_ev_send);
     node_ev_app = node_ev_send = NULL;
     for (int w = 0; peer_slots && w < world_size; w++)
-        if (peer_slots[w] && peer_slots[w] != my_slots) munmap(peer_slots[w], sizeof(slot_t) * SLOTS);
+        if (peer_slots[w] && peer_slots[w] != my_slots) munmap(peer_slots[w], SEG_BYTES);
     free(peer_slots);
     peer_slots = NULL;
     free(peer_active);
     peer_active = NULL;
-    if (my_slots) munmap(my_slots, sizeof(slot_t) * SLOTS);
+    if (my_slots) munmap(my_slots, SEG_BYTES);
     my_slots = NULL;
     free(slot_stack);
     slot_stack = NULL;
@@ -1063,8 +1106,24 @@ static gdte_status_t units_offer(gdte_type_h type, int fake, const gdte_layout_t
  * layout's origin (byte 0 of a dense or strided layout); `*anchor` a byte of the data, inside
  * the allocation, to export it by: an irregular layout's origin (buf + disp) can lie outside it
  * (negative true lower bounds, MPI_BOTTOM). */
-static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, int fake, int64_t nbytes, mark_t *mk,
-                                node_send_t *s, node_lay_t *lay, const void **first, const void **anchor)
+/* A layout whose blocks average fewer bytes than this is sparse: read from another GPU, each
+ * block drags in the rest of its 32-byte sectors over the link. */
+#define SPARSE_BLOCK 128
+
+/* Blocks of `type` are short enough that a receiver on another GPU, reading them in place over
+ * the link, would move far more bytes than the message holds (8-byte blocks at a 16-byte stride:
+ * twice; two H200s, 5964dc8: a 4 MiB vector message in 28 us where 4 MiB of dense data takes 15).
+ * The sender then packs them on its own GPU first, at its memory's bandwidth, and the link
+ * carries only packed bytes. */
+static int sparse_type(gdte_type_h type)
+{
+    gdte_type_info_t ti;
+    return gdte_type_get_info(type, &ti) == GDTE_OK && ti.num_blocks > 0 && ti.size / ti.num_blocks < SPARSE_BLOCK;
+}
+
+/* `pack_sparse`: the receiver works on another GPU; a sparse layout goes as a packed copy. */
+static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, int fake, int64_t nbytes, int pack_sparse,
+                                mark_t *mk, node_send_t *s, node_lay_t *lay, const void **first, const void **anchor)
 {
     gdte_layout_t L;
     gdte_status_t st = gdte_engine_layout(type, count, &L);
@@ -1075,15 +1134,16 @@ static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, in
         *first = u;
         return GDTE_OK;
     }
-    if (L.kind == GDTE_LAYOUT_KIND_STRIDED && L.ndims == 1 && L.stride[0] > L.blocklen && L.total == nbytes) {
+    if (pack_sparse && sparse_type(type)) {
+        gdte_ipo_cnt_g.node_sparse_packed++;
+    } else if (L.kind == GDTE_LAYOUT_KIND_STRIDED && L.ndims == 1 && L.stride[0] > L.blocklen && L.total == nbytes) {
         mk->shape = SHAPE_ROWS;
         mk->rows = L.count[0];
         mk->width = L.blocklen;
         mk->pitch = L.stride[0];
         *first = u;
         return GDTE_OK;
-    }
-    if (L.kind == GDTE_LAYOUT_KIND_UNITS && L.total == nbytes && !send_packed) {
+    } else if (L.kind == GDTE_LAYOUT_KIND_UNITS && L.total == nbytes && !send_packed) {
         if (units_offer(type, fake, &L, lay, s) == GDTE_OK) {
             mk->shape = SHAPE_UNITS;
             gdte_type_retain(type); /* the pin is released with it (send_done) */
@@ -1127,7 +1187,13 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     /* Buffered sends complete without the receiver: they keep the MPI_PACKED path. Small
      * messages too (the copy engines move them faster than a kernel on the receiver). */
     if (mode == GDTE_IPO_BUFFERED || nbytes < GDTE_IPO_MARK_BYTES) return 0;
-    if (ipc_min ? nbytes < ipc_min : (!fake && gdte_xfer_copy_engine_fits(type, count, nbytes))) return 0;
+    gdte_ipo_node_gpu_note();
+    if (ipc_min) {
+        if (nbytes < ipc_min) return 0;
+    } else if (!fake && gdte_xfer_copy_engine_fits(type, count, nbytes)) {
+        if (!other_gpu(nc->world[dest])) return 0;
+        gdte_ipo_cnt_g.node_other_gpu++;
+    }
 
     gdte_ipo_node_sends_progress();
     node_send_t *s = send_get();
@@ -1150,7 +1216,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     }
     const void *first = NULL, *anchor = NULL;
     node_lay_t lay;
-    st = send_shape(buf, count, type, fake, nbytes, mk, s, &lay, &first, &anchor);
+    st = send_shape(buf, count, type, fake, nbytes, other_gpu(nc->world[dest]), mk, s, &lay, &first, &anchor);
     if (!anchor) anchor = first;
     /* The receiver reads the user's buffer in place: what the application queued before this
      * call is in it first (a packed copy was made after that work already). */

@@ -414,6 +414,8 @@ static int recv_begin(const char *fn, MPI_Comm comm, int none, int source, void 
     *kind_p = none ? GDTE_IPO_HOST : gdte_ipo_buf_kind(buf, count, dt);
     *mp_p = none ? 0 : min_post(comm, source);
     if (*kind_p == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, fn, dt, count);
+    /* A sender that may mark chooses its path by the GPU this process works on. */
+    if (*kind_p == GDTE_IPO_DEVICE && *mp_p) gdte_ipo_node_gpu_note();
     if (*kind_p != GDTE_IPO_HOST) {
         int rc = msg_prepare_post(fn, comm, dt, count, *kind_p, *mp_p, m);
         if (rc != MPI_SUCCESS) return rc;
