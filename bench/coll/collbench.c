@@ -50,7 +50,7 @@ extern int gdte_fake_device_unregister(void *ptr) __attribute__((weak));
 /* The commit measured: $GDTETEST_COMMIT (a device run of a working tree), else the configured one. */
 static const char *commit(void) { return getenv("GDTETEST_COMMIT") ? getenv("GDTETEST_COMMIT") : COLLBENCH_COMMIT; }
 
-static int rank, np, iters = 10, warmup = 2, gpu = -1, failures;
+static int rank, np, iters = 10, warmup = 2, gpu = -1, gpus, failures; /* gpus: distinct GPUs the ranks use */
 static const char *mpi_label = "mpi", *csv_path;
 static void *peer_map[64]; /* IPC mappings of the others' dense send buffers */
 
@@ -109,7 +109,6 @@ static void csv_row(const char *bench, long size, double us, double expert_us, d
     if (ftell(f) == 0)
         fprintf(f, "device,commit,gpus,mpi,benchmark,ranks,size,median_us,ratio_to_expert,pack_launches,unpack_launches,"
                    "expert_us\n");
-    int gpus = gpu >= 0 ? 1 : 0;
     fprintf(f, "%s,%s,%d,%s,%s,%d,%ld,%.2f,%.4f,%.2f,%.2f,%.2f\n", cb_device_name(), commit(), gpus, mpi_label,
             bench, np, size, us, us > 0 ? expert_us / us : 0, packs, unpacks, expert_us);
     fclose(f);
@@ -704,8 +703,18 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     gpu = cb_init(rank);
+    {
+        /* GPU indices of every rank (each picks rank % GPUs): the CSV's gpus column. */
+        int g[64];
+        MPI_Allgather(&gpu, 1, MPI_INT, g, 1, MPI_INT, MPI_COMM_WORLD);
+        for (int i = 0; i < np; i++) {
+            int seen = g[i] < 0;
+            for (int j = 0; j < i && !seen; j++) seen = g[j] == g[i];
+            gpus += !seen;
+        }
+    }
     if (rank == 0)
-        printf("collbench: %d ranks, %s, gdte interposer: %s, commit %s\n", np, gpu >= 0 ? cb_device_name() : "host memory (fake device)",
+        printf("collbench: %d ranks on %d GPU(s), %s, gdte interposer: %s, commit %s\n", np, gpus, gpu >= 0 ? cb_device_name() : "host memory (fake device)",
                gdte_mpi_counter ? "present" : "absent", commit());
     int all = !strcmp(which, "all");
     if (all || !strcmp(which, "transpose"))
