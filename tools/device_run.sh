@@ -459,6 +459,7 @@ section_mpi_random() {
 }
 
 # The interposer's MPI GPU tests under compute-sanitizer memcheck (each rank under the tool).
+# Environment: DEVICE_MEMCHECK_CASES (random_test's cases), DEVICE_MEMCHECK_PROGRAMS (a subset).
 # Failed runtime calls that gdte expects and handles are not reported as errors
 # (--report-api-errors no): cudaIpcOpenMemHandle's cudaErrorAlreadyMapped when a peer reused
 # memory it had freed (the node path closes its stale mappings and opens again).
@@ -468,9 +469,13 @@ section_mpi_memcheck() {
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   [ -n "$cs" ] || { record mpi_memcheck skip "compute-sanitizer not found"; return; }
   : >"$log"
-  for t in "random_test --cases ${DEVICE_MEMCHECK_CASES:-150}" regress_test pingpong_test errors_test \
-           wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60" "coll_test --cases 90 --seed 22 --all-device --node yes" \
-           "reduce_test --seed 11" "reduce_test --seed 12 --maxc 3000"; do
+  local progs=("random_test --cases ${DEVICE_MEMCHECK_CASES:-150}" regress_test pingpong_test errors_test
+                wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60"
+                "coll_test --cases 90 --seed 22 --all-device --node yes" "reduce_test --seed 11"
+                "reduce_test --seed 12 --maxc 3000")
+  # DEVICE_MEMCHECK_PROGRAMS: a ';'-separated subset (program and arguments) instead.
+  [ -n "${DEVICE_MEMCHECK_PROGRAMS:-}" ] && IFS=';' read -r -a progs <<<"$DEVICE_MEMCHECK_PROGRAMS"
+  for t in "${progs[@]}"; do
     echo "== memcheck $t" >>"$log"
     # the node path of the reductions at every size for the run with large vectors
     local extra=()
