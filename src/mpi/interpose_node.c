@@ -381,7 +381,8 @@ int gdte_ipo_node_is_marker(MPI_Comm comm, const MPI_Status *st)
  * So each process says in its segment which GPU it works on (PCI domain, bus and device, plus
  * one: 0 is not known), noted again whenever its current device changes (an application may
  * pick its GPU after MPI_Init), and a sender takes the copy engines only to a peer on its own
- * GPU, or whose GPU it does not know. */
+ * GPU, or whose GPU it does not know; to a peer on another GPU such a message goes as a packed
+ * copy in device staging (send_shape's PACK_ALWAYS). */
 static _Atomic int gpu_noted = -1; /* the device index last noted */
 
 void gdte_ipo_node_gpu_note(void)
@@ -1121,21 +1122,25 @@ static int sparse_type(gdte_type_h type)
     return gdte_type_get_info(type, &ti) == GDTE_OK && ti.num_blocks > 0 && ti.size / ti.num_blocks < SPARSE_BLOCK;
 }
 
-/* `pack_sparse`: the receiver works on another GPU; a sparse layout goes as a packed copy. */
-static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, int fake, int64_t nbytes, int pack_sparse,
+/* How a send reaches a receiver on another GPU: PACK_SPARSE, a sparse layout goes as a packed
+ * copy; PACK_ALWAYS, any layout does (a small message: the send then completes at once, as an
+ * eager one would). */
+enum { PACK_NONE, PACK_SPARSE, PACK_ALWAYS };
+
+static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, int fake, int64_t nbytes, int pack,
                                 mark_t *mk, node_send_t *s, node_lay_t *lay, const void **first, const void **anchor)
 {
     gdte_layout_t L;
     gdte_status_t st = gdte_engine_layout(type, count, &L);
     if (st != GDTE_OK) return st;
     const char *u = (const char *)((uintptr_t)buf + (uintptr_t)L.disp);
-    if (L.kind == GDTE_LAYOUT_KIND_CONTIG && L.total == nbytes) {
+    int dense = L.kind == GDTE_LAYOUT_KIND_CONTIG && L.total == nbytes;
+    if (pack == PACK_ALWAYS || (pack == PACK_SPARSE && !dense && sparse_type(type))) {
+        if (pack == PACK_SPARSE) gdte_ipo_cnt_g.node_sparse_packed++;
+    } else if (dense) {
         mk->shape = SHAPE_CONTIG;
         *first = u;
         return GDTE_OK;
-    }
-    if (pack_sparse && sparse_type(type)) {
-        gdte_ipo_cnt_g.node_sparse_packed++;
     } else if (L.kind == GDTE_LAYOUT_KIND_STRIDED && L.ndims == 1 && L.stride[0] > L.blocklen && L.total == nbytes) {
         mk->shape = SHAPE_ROWS;
         mk->rows = L.count[0];
@@ -1188,11 +1193,18 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
      * messages too (the copy engines move them faster than a kernel on the receiver). */
     if (mode == GDTE_IPO_BUFFERED || nbytes < GDTE_IPO_MARK_BYTES) return 0;
     gdte_ipo_node_gpu_note();
+    const int other = other_gpu(nc->world[dest]);
+    int pack = other ? PACK_SPARSE : PACK_NONE;
     if (ipc_min) {
         if (nbytes < ipc_min) return 0;
-    } else if (!fake && gdte_xfer_copy_engine_fits(type, count, nbytes)) {
-        if (!other_gpu(nc->world[dest])) return 0;
+    } else if ((fake ? other_gpu_all : gdte_gpu_available()) && gdte_xfer_copy_engine_shape(type, count, nbytes)) {
+        /* A message the copy engines would move through host memory to a peer on this GPU; to
+         * one on another GPU a packed copy in device staging, so that the send completes at once
+         * as it would through host memory (a blocking send of a small message must not wait for
+         * its receive: send, send, receive, receive between two processes is common). */
+        if (!other) return 0;
         gdte_ipo_cnt_g.node_other_gpu++;
+        pack = PACK_ALWAYS;
     }
 
     gdte_ipo_node_sends_progress();
@@ -1216,7 +1228,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     }
     const void *first = NULL, *anchor = NULL;
     node_lay_t lay;
-    st = send_shape(buf, count, type, fake, nbytes, other_gpu(nc->world[dest]), mk, s, &lay, &first, &anchor);
+    st = send_shape(buf, count, type, fake, nbytes, pack, mk, s, &lay, &first, &anchor);
     if (!anchor) anchor = first;
     /* The receiver reads the user's buffer in place: what the application queued before this
      * call is in it first (a packed copy was made after that work already). */

@@ -172,10 +172,15 @@ static int ce_shape(gdte_type_h type, int64_t count, int64_t nbytes, int unpack,
     return !unpack || nbytes >= XFER_CE_H2D_1D_MIN || nbytes % 2 == 0 ? 1 : 0;
 }
 
-int gdte_xfer_copy_engine_fits(gdte_type_h type, int64_t count, int64_t nbytes)
+int gdte_xfer_copy_engine_shape(gdte_type_h type, int64_t count, int64_t nbytes)
 {
     gdte_layout_t L;
-    return gdte_gpu_available() && ce_shape(type, count, nbytes, 1, &L) != 0;
+    return ce_shape(type, count, nbytes, 1, &L) != 0;
+}
+
+int gdte_xfer_copy_engine_fits(gdte_type_h type, int64_t count, int64_t nbytes)
+{
+    return gdte_gpu_available() && gdte_xfer_copy_engine_shape(type, count, nbytes);
 }
 
 /* The copy-engine path (see XFER_CE_MAX). Returns GDTE_ERR_UNSUPPORTED when the message does not

@@ -46,6 +46,8 @@ int64_t gdte_xfer_zero_copies(void);
 /* 1 when a message of (type, count), `nbytes` packed, is small and regular enough for the
  * copy engines alone both ways through pinned host staging (a GPU present). */
 int gdte_xfer_copy_engine_fits(gdte_type_h type, int64_t count, int64_t nbytes);
+/* The same question of the layout alone, GPU or not: small, and one block or blocks at one stride. */
+int gdte_xfer_copy_engine_shape(gdte_type_h type, int64_t count, int64_t nbytes);
 /* Transfers done by the copy engines alone (small dense or single-stride messages). */
 int64_t gdte_xfer_copy_engine(void);
 void gdte_xfer_finalize(void);

@@ -255,13 +255,17 @@ static inline void mt_same(const void *a, const void *b, size_t n, const char *w
 /* Collect every rank's result; rank 0 prints the closing line. Returns the exit code. */
 static inline int mt_finish(const char *name)
 {
-    /* GDTETEST_EXPECT_COUNTER=name: the run must have moved that counter of the interposer on
-     * some rank (a variant that forces a path asserts the path was taken). */
+    /* GDTETEST_EXPECT_COUNTER=name[,name...]: the run must have moved each of these counters of
+     * the interposer on some rank (a variant that forces a path asserts the path was taken). */
     const char *ec = getenv("GDTETEST_EXPECT_COUNTER");
     if (ec && *ec && mt_expect_gdte()) {
-        long long mine = (long long)mt_counter(ec), all = 0;
-        MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-        if (mt_rank == 0) MT_CHECK(all > 0, "counter %s never moved", ec);
+        char names[256];
+        snprintf(names, sizeof names, "%s", ec);
+        for (char *save = NULL, *n = strtok_r(names, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
+            long long mine = (long long)mt_counter(n), all = 0;
+            MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+            if (mt_rank == 0) MT_CHECK(all > 0, "counter %s never moved", n);
+        }
     }
     int f = mt_failures, c = mt_checks, tf = 0, tc = 0;
     MPI_Allreduce(&f, &tf, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
