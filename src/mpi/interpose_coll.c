@@ -34,8 +34,9 @@
  * are packed first (all of them for the alltoall forms, this process's own for Allgather(v)),
  * and blocks the MPI leaves alone are not unpacked (the root's own block of an in-place
  * Gather(v)). Errors go through the communicator's handler: a side that is partly host and
- * partly device memory is MPI_ERR_BUFFER, byte counts or displacements that do not fit an int
- * are MPI_ERR_COUNT, before anything is sent.
+ * partly device memory is MPI_ERR_BUFFER once the process has taken part in the MPI's call with
+ * zeroed bytes (coll_t.bad), byte counts or displacements that do not fit an int are
+ * MPI_ERR_COUNT, before anything is sent.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -631,6 +632,11 @@ typedef struct coll {
     int rank;  /* this process in the communicator (PRE_MINE's block) */
     const char *fn;
     MPI_Comm comm;
+    /* A side partly host and partly device memory: the call still takes part in the MPI's
+     * collective with zeroed bytes of the right sizes (the other processes cannot know, and
+     * would wait for it forever), nothing of the application's buffer is read or written, and
+     * each completion reports MPI_ERR_BUFFER. */
+    const char *bad;
 } coll_t;
 
 static void coll_free(coll_t *c)
@@ -640,8 +646,17 @@ static void coll_free(coll_t *c)
     free(c);
 }
 
+static int coll_error(MPI_Comm comm, const char *fn, int code, const char *what, const char *why);
+/* The error of a call with a side partly host and partly device memory (coll_t.bad). */
+static int coll_bad(coll_t *c)
+{
+    return coll_error(c->comm, c->fn, MPI_ERR_BUFFER, c->bad,
+                      "partly host and partly device memory; gdte moves one memory kind per buffer");
+}
+
 static int coll_unpack(coll_t *c)
 {
+    if (c->bad) return coll_bad(c);
     if (!c->r.stage || c->r.total == 0) return MPI_SUCCESS;
     gdte_status_t st = side_exec(&c->r, GDTE_DIR_UNPACK, -1, c->skip);
     if (st != GDTE_OK) return gdte_ipo_fail(c->comm, c->fn, st);
@@ -654,6 +669,13 @@ static int coll_unpack(coll_t *c)
 static int coll_pack(coll_t *c)
 {
     gdte_status_t st = GDTE_OK;
+    if (c->bad) {
+        /* Zeroes where the bytes would be (the staging is pooled: no other call's bytes leak). */
+        if (c->s.stage && c->s.total > 0) memset(c->s.stage->ptr, 0, (size_t)c->s.total);
+        if (c->r.stage && c->r.total > 0) memset(c->r.base, 0, (size_t)c->r.total);
+        n_calls++;
+        return MPI_SUCCESS;
+    }
     if (c->s.stage && c->s.total > 0) {
         if ((st = side_exec(&c->s, GDTE_DIR_PACK, -1, -1)) == GDTE_OK) n_bytes_packed += c->s.total;
     }
@@ -789,9 +811,9 @@ static int stage_side_as(coll_t *c, side_t *sd, int recv, int sk_want, int bytes
     if (!(sd->pieces = malloc(nb * sizeof *sd->pieces)) || !(sd->pinned = malloc(nb * sizeof *sd->pinned)))
         return gdte_ipo_fail(c->comm, c->fn, GDTE_ERR_NO_MEMORY);
     if (!bytes) return MPI_SUCCESS;
-    gdte_stage_kind_t sk = sk_want >= 0                                    ? (gdte_stage_kind_t)sk_want
-                           : gdte_ipo_gpu_aware() && sd->kind != GDTE_IPO_HOST ? GDTE_STAGE_DEVICE
-                                                                               : GDTE_STAGE_HOST;
+    gdte_stage_kind_t sk = sk_want >= 0 ? (gdte_stage_kind_t)sk_want
+                           : gdte_ipo_gpu_aware() && sd->kind != GDTE_IPO_HOST && !c->bad ? GDTE_STAGE_DEVICE
+                                                                                         : GDTE_STAGE_HOST;
     if ((st = gdte_stage_acquire(sk, sd->kind == GDTE_IPO_FAKE, (size_t)sd->total, &sd->stage)) != GDTE_OK)
         return gdte_ipo_fail(c->comm, c->fn, st);
     /* A receive is posted before the guard page of host staging (staging.h). */
@@ -1141,14 +1163,17 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
         side_t *sd = k ? &c->r : &c->s;
         if (sd->kind != GDTE_IPO_MIXED) continue;
         /* A type too large to move at all is reported as that (its last byte lies far past the
-         * allocation), else the mix. */
+         * allocation), before anything is sent; else the mix, after the call (coll_t.bad). */
         const char *why = "";
         gdte_status_t st = side_import(sd, &why);
-        rc = st == GDTE_ERR_OVERFLOW ? coll_error(a->comm, fn, MPI_ERR_COUNT, k ? "recvbuf" : "sendbuf", why)
-                                     : coll_error(a->comm, fn, MPI_ERR_BUFFER, k ? "recvbuf" : "sendbuf",
-                                                  "partly host and partly device memory; gdte moves one memory kind per buffer");
-        coll_free(c);
-        return rc;
+        if (st != GDTE_OK) {
+            int code = gdte_mpi_status_to_mpi_error(st);
+            rc = coll_error(a->comm, fn, st == GDTE_ERR_OVERFLOW ? MPI_ERR_COUNT : code == MPI_SUCCESS ? MPI_ERR_INTERN : code,
+                            k ? "recvbuf" : "sendbuf", why);
+            coll_free(c);
+            return rc;
+        }
+        if (!c->bad) c->bad = k ? "recvbuf" : "sendbuf";
     }
     /* Both sides as bytes, the host one too: an MPI may choose its algorithm from the send type's
      * size and the receive counts together (Open MPI 4.1's tuned Allgatherv does), and two

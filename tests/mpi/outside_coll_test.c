@@ -665,6 +665,143 @@ static void case_large_reduce(void)
     rc(MPI_Allreduce(MPI_IN_PLACE, s, cnt, MPI_INT, MPI_MIN, wdup));
 }
 
+/* ---- one rank's buffer partly host, partly device ----
+ * The last rank gives a struct at MPI_BOTTOM with one int in device memory and one in host memory
+ * (gdte moves one memory kind per buffer): there the call must return MPI_ERR_BUFFER under the
+ * interposer in fake mode (and change neither buffer); every other rank must complete the same
+ * collective (it cannot know) with MPI_SUCCESS rather than wait forever. Without the interposer
+ * (plain, disabled) the MPI moves host memory: success everywhere. */
+static int gpu_aware_env(void);
+static void check_partial(void)
+{
+    int bad = mt_rank == mt_size - 1;
+    int *d = mt_dev_alloc(4 * sizeof(int)), *h = calloc(4, sizeof(int)), *o = calloc(8 * (size_t)mt_size, sizeof(int));
+    int init[4] = {11, 12, 13, 14};
+    mt_put(d, init, sizeof init);
+    memcpy(h, init, sizeof init);
+    MPI_Datatype mixed, m0, b2[2] = {MPI_INT, MPI_INT};
+    int bl[2] = {2, 2};
+    MPI_Aint ad[2];
+    MPI_Get_address(d, &ad[0]);
+    MPI_Get_address(h, &ad[1]);
+    /* hindexed, not struct: Open MPI takes predefined operations on one base type only. */
+    (void)b2;
+    MPI_Type_create_hindexed(2, bl, ad, MPI_INT, &mixed);
+    MPI_Type_commit(&mixed);
+    /* Extent 0: every peer's block of a send side is the same bytes (overlapping reads). */
+    MPI_Type_create_resized(mixed, 0, 0, &m0);
+    MPI_Type_commit(&m0);
+    const char *what[] = {"Bcast from it", "Bcast into it", "Ialltoall from it"};
+    /* Not yet the reductions: there the process returns MPI_ERR_BUFFER before the MPI's call
+     * and the others wait for it (see the adv-coll report). */
+    for (int k = 0; k < 3; k++) {
+        int e = MPI_SUCCESS, last = mt_size - 1;
+        MPI_Request rq = MPI_REQUEST_NULL;
+        switch (k) {
+        case 0: e = bad ? MPI_Bcast(MPI_BOTTOM, 1, mixed, last, wdup) : MPI_Bcast(o, 4, MPI_INT, last, wdup); break;
+        case 1:
+            if (mt_rank == 0) memcpy(o, init, sizeof init);
+            e = bad ? MPI_Bcast(MPI_BOTTOM, 1, mixed, 0, wdup) : MPI_Bcast(o, 4, MPI_INT, 0, wdup);
+            break;
+        case 2:
+            e = bad ? MPI_Ialltoall(MPI_BOTTOM, 1, m0, o, 4, MPI_INT, wdup, &rq)
+                    : MPI_Ialltoall(o + 4 * mt_size, 4, MPI_INT, o, 4, MPI_INT, wdup, &rq);
+            if (e == MPI_SUCCESS) e = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+            break;
+        case 3:
+            e = bad ? MPI_Allreduce(MPI_IN_PLACE, MPI_BOTTOM, 1, mixed, MPI_SUM, wdup)
+                    : MPI_Allreduce(init, o, 4, MPI_INT, MPI_SUM, wdup);
+            break;
+        case 4:
+            e = bad ? MPI_Ireduce(MPI_BOTTOM, NULL, 1, mixed, MPI_BOR, 0, wdup, &rq)
+                    : MPI_Ireduce(init, o, 4, MPI_INT, MPI_BOR, 0, wdup, &rq);
+            if (e == MPI_SUCCESS) e = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+            break;
+        }
+        /* Under a GPU-aware MPI the reductions go to the MPI as they are (it reads device memory). */
+        int want = bad && mt_fake() && (k < 3 || !gpu_aware_env()) ? MPI_ERR_BUFFER : MPI_SUCCESS;
+        MT_CHECK(mt_eclass(e) == want, "partly host buffer on rank %d, %s: class %d, want %d", mt_size - 1, what[k],
+                 mt_eclass(e), want);
+        int got[4];
+        mt_get(got, d, sizeof got);
+        if (want != MPI_SUCCESS)
+            MT_CHECK(!memcmp(got, init, sizeof init) && !memcmp(h, init, sizeof init),
+                     "partly host buffer, %s: the refused buffer was written", what[k]);
+        mt_put(d, init, sizeof init);
+        memcpy(h, init, sizeof init);
+    }
+    MPI_Type_free(&m0);
+    MPI_Type_free(&mixed);
+    mt_dev_free(d);
+    free(h);
+    free(o);
+}
+
+/* ---- calls gdte does not carry: an MPI error on device buffers, never a crash ---- */
+static int gpu_aware_env(void)
+{
+    const char *k = getenv("GDTE_MPI_GPU_AWARE");
+    return k && !strcmp(k, "1");
+}
+static void check_refused(void)
+{
+    int want = mt_fake() && !gpu_aware_env() ? MPI_ERR_BUFFER : MPI_SUCCESS;
+    int n = 64;
+    int *d = mt_dev_alloc(sizeof(int) * (size_t)n), *d2 = mt_dev_alloc(sizeof(int) * (size_t)n);
+    MPI_Win win;
+    int e = MPI_Win_create(d, sizeof(int) * (size_t)n, sizeof(int), MPI_INFO_NULL, wdup, &win);
+    MT_CHECK(mt_eclass(e) == want, "MPI_Win_create on device memory: class %d, want %d", mt_eclass(e), want);
+    if (e == MPI_SUCCESS) MPI_Win_free(&win);
+    /* A host window, device origin buffers (accumulate with a derived type, get_accumulate). */
+    int *hw = calloc((size_t)n, sizeof(int));
+    MPI_Win_create(hw, sizeof(int) * (size_t)n, sizeof(int), MPI_INFO_NULL, wdup, &win);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_fence(0, win);
+    MPI_Datatype v;
+    MPI_Type_vector(4, 1, 3, MPI_INT, &v);
+    MPI_Type_commit(&v);
+    int peer = (mt_rank + 1) % mt_size;
+    e = MPI_Accumulate(d, 2, v, peer, 0, 2, v, MPI_SUM, win);
+    MT_CHECK(mt_eclass(e) == want, "MPI_Accumulate from device memory: class %d, want %d", mt_eclass(e), want);
+    e = MPI_Get_accumulate(d, 4, MPI_INT, d2, 4, MPI_INT, peer, 0, 4, MPI_INT, MPI_SUM, win);
+    MT_CHECK(mt_eclass(e) == want, "MPI_Get_accumulate with device memory: class %d, want %d", mt_eclass(e), want);
+    MPI_Win_fence(0, win);
+    MPI_Request rq;
+    MPI_Win_lock_all(0, win);
+    e = MPI_Rget(d2, 1, v, peer, 0, 1, v, win, &rq);
+    MT_CHECK(mt_eclass(e) == want, "MPI_Rget into device memory: class %d, want %d", mt_eclass(e), want);
+    if (e == MPI_SUCCESS) MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    MPI_Win_unlock_all(win);
+    MPI_Win_free(&win);
+    free(hw);
+    /* MPI-IO: a collective write of a device buffer with a derived type. */
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/gdte_outside_coll_%d.dat", (int)getppid());
+    MPI_File fh;
+    if (MPI_File_open(wdup, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh) ==
+        MPI_SUCCESS) {
+        MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+        e = MPI_File_write_at_all(fh, (MPI_Offset)mt_rank * 64, d, 2, v, MPI_STATUS_IGNORE);
+        MT_CHECK(mt_eclass(e) == want, "MPI_File_write_at_all of device memory: class %d, want %d", mt_eclass(e), want);
+        e = MPI_File_read_ordered(fh, d2, 1, v, MPI_STATUS_IGNORE);
+        MT_CHECK(mt_eclass(e) == want, "MPI_File_read_ordered into device memory: class %d, want %d", mt_eclass(e), want);
+        MPI_File_close(&fh);
+    }
+    /* external32: no communicator, so MPI_COMM_WORLD's handler reports */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    char ext[256];
+    MPI_Aint pos = 0;
+    e = MPI_Pack_external("external32", d, 2, v, ext, sizeof ext, &pos);
+    MT_CHECK(mt_eclass(e) == want, "MPI_Pack_external of device memory: class %d, want %d", mt_eclass(e), want);
+    pos = 0;
+    e = MPI_Unpack_external("external32", ext, sizeof ext, &pos, d2, 1, v);
+    MT_CHECK(mt_eclass(e) == want, "MPI_Unpack_external into device memory: class %d, want %d", mt_eclass(e), want);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Type_free(&v);
+    mt_dev_free(d);
+    mt_dev_free(d2);
+}
+
 /* ---- the driver ---- */
 typedef struct {
     const char *name;
@@ -713,6 +850,8 @@ int main(int argc, char **argv)
     make_comms();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!only || !strcmp(only, cases[i].name)) run_case(&cases[i]);
+    if (!only || !strcmp(only, "partial")) check_partial();
+    if (!only || !strcmp(only, "refused")) check_refused();
     for (int i = 0; i < T_NTYPES; i++) MPI_Type_free(&types[i]);
     MPI_Comm cs[] = {c_idup, c_group, c_split, c_cart, c_dist, c_graph, inter, wdup};
     for (int i = 0; i < 8; i++) MPI_Comm_free(&cs[i]);
