@@ -105,15 +105,17 @@ gdte_status_t gdte_reduce_gpu_n(gdte_rop_t op, gdte_rtype_t t, const void *const
 #define GDTE_RED_BAND(T, UT, o, i) ((o) = (T)((o) & (i)))
 #define GDTE_RED_BOR(T, UT, o, i) ((o) = (T)((o) | (i)))
 #define GDTE_RED_BXOR(T, UT, o, i) ((o) = (T)((o) ^ (i)))
-/* Pairs: o and i are structs with fields v and k. */
+/* Pairs: o and i are structs with fields v and k, assigned field by field: a struct assignment
+ * may copy the padding (MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT have some), bytes outside
+ * the datatype's map that the MPI never writes and the application may use. */
 #define GDTE_RED_MINLOC(T, UT, o, i)                     \
     do {                                                 \
-        if ((o).v > (i).v) (o) = (i);                    \
+        if ((o).v > (i).v) (o).v = (i).v, (o).k = (i).k; \
         else if ((o).v == (i).v && (i).k < (o).k) (o).k = (i).k; \
     } while (0)
 #define GDTE_RED_MAXLOC(T, UT, o, i)                     \
     do {                                                 \
-        if ((o).v < (i).v) (o) = (i);                    \
+        if ((o).v < (i).v) (o).v = (i).v, (o).k = (i).k; \
         else if ((o).v == (i).v && (i).k < (o).k) (o).k = (i).k; \
     } while (0)
 

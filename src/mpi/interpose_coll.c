@@ -34,8 +34,9 @@
  * are packed first (all of them for the alltoall forms, this process's own for Allgather(v)),
  * and blocks the MPI leaves alone are not unpacked (the root's own block of an in-place
  * Gather(v)). Errors go through the communicator's handler: a side that is partly host and
- * partly device memory is MPI_ERR_BUFFER, byte counts or displacements that do not fit an int
- * are MPI_ERR_COUNT, before anything is sent.
+ * partly device memory is MPI_ERR_BUFFER once the process has taken part in the MPI's call with
+ * zeroed bytes (coll_t.bad), byte counts or displacements that do not fit an int are
+ * MPI_ERR_COUNT, before anything is sent.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -199,11 +200,13 @@ typedef struct side {
     gdte_stage_t *stage;
     char *base; /* where the blocks lie in the staging (a receive: before the guard page) */
     int64_t total;
-    int ubytes;     /* FORM_UNIFORM: bytes per block */
-    int *bcounts;   /* the others: bytes per block, */
-    int *bdispls;   /* byte displacements (FORM_V, FORM_W), */
-    MPI_Aint *adispls; /* (FORM_WA) */
-    MPI_Datatype *btypes; /* and MPI_BYTE per block (FORM_W, FORM_WA) */
+    MPI_Datatype etype; /* FORM_UNIFORM, FORM_V: the element the MPI is given (elem_type), */
+    int64_t esize;      /* and its bytes */
+    int ubytes;     /* FORM_UNIFORM: elements per block */
+    int *bcounts;   /* the others: elements per block, */
+    int *bdispls;   /* displacements (FORM_V: in elements; FORM_W: in bytes), */
+    MPI_Aint *adispls; /* (FORM_WA, bytes) */
+    MPI_Datatype *btypes; /* and each block's element (FORM_W, FORM_WA) */
     gdte_batch_piece_t *pieces; /* staged sides: side_exec's work list, */
     gdte_type_h *pinned;        /* and the types whose device units it pins, one per block */
     int touched;                /* some block has bytes in memory (side_kind) */
@@ -333,6 +336,55 @@ static gdte_ipo_kind_t side_kind(side_t *sd)
     return a == b ? a : GDTE_IPO_MIXED;
 }
 
+/* The element a staged side hands the MPI: `size` bytes as one contiguous type, so that the MPI
+ * gets the application's own counts (in elements of the application's size) rather than byte
+ * counts. An MPI may combine one process's counts with another process's type: Open MPI 4.1's
+ * intercommunicator Scatterv receives the root's counts in each receiver's type, and its
+ * Allgatherv gathers every member's count in the leader's send type; a process that stages (its
+ * buffers on the device) must then give counts in the same unit as a process whose buffers are
+ * on the host and goes to the MPI as it is (with bytes, both returned MPI_ERR_TRUNCATE). One
+ * type per size, made at first use and kept for the life of the MPI (persistent requests hold
+ * them). MPI_BYTE for size 0 or 1, or when no type can be made (a failed MPI_Type_contiguous). */
+static pthread_mutex_t elem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int64_t size;
+    MPI_Datatype t;
+} *elems;
+static int nelems, cap_elems;
+
+static MPI_Datatype elem_type(int64_t size)
+{
+    if (size <= 1 || size > INT_MAX) return MPI_BYTE;
+    MPI_Datatype t = MPI_BYTE;
+    pthread_mutex_lock(&elem_lock);
+    for (int i = 0; i < nelems; i++)
+        if (elems[i].size == size) {
+            t = elems[i].t;
+            goto out;
+        }
+    if (nelems == cap_elems) {
+        int cap = cap_elems ? 2 * cap_elems : 16;
+        void *p = realloc(elems, (size_t)cap * sizeof *elems);
+        if (!p) goto out;
+        elems = p;
+        cap_elems = cap;
+    }
+    MPI_Datatype nt;
+    if (PMPI_Type_contiguous((int)size, MPI_BYTE, &nt) != MPI_SUCCESS) goto out;
+    if (PMPI_Type_commit(&nt) != MPI_SUCCESS) {
+        PMPI_Type_free(&nt);
+        goto out;
+    }
+    elems[nelems].size = size;
+    elems[nelems++].t = t = nt;
+out:
+    pthread_mutex_unlock(&elem_lock);
+    return t;
+}
+
+/* A block's element: the packed size of one element of its type (its nbytes over its count). */
+static int64_t blk_esize(const blk_t *k) { return k->count > 0 ? k->nbytes / k->count : 0; }
+
 static gdte_status_t side_import_once(side_t *sd, const char **why);
 /* Import every block's type and lay the blocks out in staging; the byte arrays the MPI gets.
  * Once per side: a second call answers as the first did. */
@@ -380,6 +432,18 @@ static gdte_status_t side_import_once(side_t *sd, const char **why)
     }
     sd->total = total;
     sd->ubytes = ub < 0 ? 0 : (int)ub;
+    /* The unit the MPI counts in (elem_type): the element of the side's one type (FORM_UNIFORM,
+     * FORM_V), of each block's type (FORM_W, FORM_WA); bytes where it has none (no block with
+     * bytes, or elem_type could not make one). */
+    sd->etype = MPI_BYTE;
+    sd->esize = 1;
+    for (int i = 0; i < sd->nb && (sd->form == FORM_UNIFORM || sd->form == FORM_V); i++) {
+        int64_t es = blk_esize(&sd->b[i]);
+        if (es <= 0) continue;
+        if ((sd->etype = elem_type(es)) != MPI_BYTE) sd->esize = es;
+        break;
+    }
+    if (sd->form == FORM_UNIFORM) sd->ubytes = (int)(sd->ubytes / sd->esize);
     if (sd->form == FORM_UNIFORM || sd->nb <= 0) return GDTE_OK;
     size_t nb = (size_t)sd->nb;
     if (!(sd->bcounts = malloc(nb * sizeof(int)))) return GDTE_ERR_NO_MEMORY;
@@ -388,10 +452,19 @@ static gdte_status_t side_import_once(side_t *sd, const char **why)
     if ((sd->form == FORM_W || sd->form == FORM_WA) && !(sd->btypes = malloc(nb * sizeof(MPI_Datatype))))
         return GDTE_ERR_NO_MEMORY;
     for (int i = 0; i < sd->nb; i++) {
-        sd->bcounts[i] = (int)sd->b[i].nbytes;
-        if (sd->adispls) sd->adispls[i] = (MPI_Aint)sd->b[i].off;
-        else sd->bdispls[i] = (int)sd->b[i].off;
-        if (sd->btypes) sd->btypes[i] = MPI_BYTE;
+        const blk_t *k = &sd->b[i];
+        if (sd->btypes) {
+            /* w forms: each block in its own element, displacements in bytes. */
+            int64_t es = blk_esize(k);
+            MPI_Datatype t = elem_type(es);
+            sd->btypes[i] = t;
+            sd->bcounts[i] = (int)(t == MPI_BYTE ? k->nbytes : k->count);
+        } else {
+            /* FORM_V: every block a whole number of the side's elements, and so its offset. */
+            sd->bcounts[i] = (int)(k->nbytes / sd->esize);
+        }
+        if (sd->adispls) sd->adispls[i] = (MPI_Aint)k->off;
+        else sd->bdispls[i] = (int)(sd->btypes ? k->off : k->off / sd->esize);
     }
     return GDTE_OK;
 }
@@ -407,7 +480,7 @@ static eff_t side_eff(const side_t *sd, const gdte_coll_side_args_t *x)
     e.counts = sd->bcounts;
     e.displs = sd->bdispls;
     e.adispls = sd->adispls;
-    e.type = MPI_BYTE;
+    e.type = sd->etype;
     e.types = sd->btypes;
     return e;
 }
@@ -559,6 +632,11 @@ typedef struct coll {
     int rank;  /* this process in the communicator (PRE_MINE's block) */
     const char *fn;
     MPI_Comm comm;
+    /* A side partly host and partly device memory: the call still takes part in the MPI's
+     * collective with zeroed bytes of the right sizes (the other processes cannot know, and
+     * would wait for it forever), nothing of the application's buffer is read or written, and
+     * each completion reports MPI_ERR_BUFFER. */
+    const char *bad;
 } coll_t;
 
 static void coll_free(coll_t *c)
@@ -568,8 +646,17 @@ static void coll_free(coll_t *c)
     free(c);
 }
 
+static int coll_error(MPI_Comm comm, const char *fn, int code, const char *what, const char *why);
+/* The error of a call with a side partly host and partly device memory (coll_t.bad). */
+static int coll_bad(coll_t *c)
+{
+    return coll_error(c->comm, c->fn, MPI_ERR_BUFFER, c->bad,
+                      "partly host and partly device memory; gdte moves one memory kind per buffer");
+}
+
 static int coll_unpack(coll_t *c)
 {
+    if (c->bad) return coll_bad(c);
     if (!c->r.stage || c->r.total == 0) return MPI_SUCCESS;
     gdte_status_t st = side_exec(&c->r, GDTE_DIR_UNPACK, -1, c->skip);
     if (st != GDTE_OK) return gdte_ipo_fail(c->comm, c->fn, st);
@@ -582,6 +669,13 @@ static int coll_unpack(coll_t *c)
 static int coll_pack(coll_t *c)
 {
     gdte_status_t st = GDTE_OK;
+    if (c->bad) {
+        /* Zeroes where the bytes would be (the staging is pooled: no other call's bytes leak). */
+        if (c->s.stage && c->s.total > 0) memset(c->s.stage->ptr, 0, (size_t)c->s.total);
+        if (c->r.stage && c->r.total > 0) memset(c->r.base, 0, (size_t)c->r.total);
+        n_calls++;
+        return MPI_SUCCESS;
+    }
     if (c->s.stage && c->s.total > 0) {
         if ((st = side_exec(&c->s, GDTE_DIR_PACK, -1, -1)) == GDTE_OK) n_bytes_packed += c->s.total;
     }
@@ -717,9 +811,9 @@ static int stage_side_as(coll_t *c, side_t *sd, int recv, int sk_want, int bytes
     if (!(sd->pieces = malloc(nb * sizeof *sd->pieces)) || !(sd->pinned = malloc(nb * sizeof *sd->pinned)))
         return gdte_ipo_fail(c->comm, c->fn, GDTE_ERR_NO_MEMORY);
     if (!bytes) return MPI_SUCCESS;
-    gdte_stage_kind_t sk = sk_want >= 0                                    ? (gdte_stage_kind_t)sk_want
-                           : gdte_ipo_gpu_aware() && sd->kind != GDTE_IPO_HOST ? GDTE_STAGE_DEVICE
-                                                                               : GDTE_STAGE_HOST;
+    gdte_stage_kind_t sk = sk_want >= 0 ? (gdte_stage_kind_t)sk_want
+                           : gdte_ipo_gpu_aware() && sd->kind != GDTE_IPO_HOST && !c->bad ? GDTE_STAGE_DEVICE
+                                                                                         : GDTE_STAGE_HOST;
     if ((st = gdte_stage_acquire(sk, sd->kind == GDTE_IPO_FAKE, (size_t)sd->total, &sd->stage)) != GDTE_OK)
         return gdte_ipo_fail(c->comm, c->fn, st);
     /* A receive is posted before the guard page of host staging (staging.h). */
@@ -1069,14 +1163,17 @@ int gdte_ipo_coll(const gdte_coll_args_t *a)
         side_t *sd = k ? &c->r : &c->s;
         if (sd->kind != GDTE_IPO_MIXED) continue;
         /* A type too large to move at all is reported as that (its last byte lies far past the
-         * allocation), else the mix. */
+         * allocation), before anything is sent; else the mix, after the call (coll_t.bad). */
         const char *why = "";
         gdte_status_t st = side_import(sd, &why);
-        rc = st == GDTE_ERR_OVERFLOW ? coll_error(a->comm, fn, MPI_ERR_COUNT, k ? "recvbuf" : "sendbuf", why)
-                                     : coll_error(a->comm, fn, MPI_ERR_BUFFER, k ? "recvbuf" : "sendbuf",
-                                                  "partly host and partly device memory; gdte moves one memory kind per buffer");
-        coll_free(c);
-        return rc;
+        if (st != GDTE_OK) {
+            int code = gdte_mpi_status_to_mpi_error(st);
+            rc = coll_error(a->comm, fn, st == GDTE_ERR_OVERFLOW ? MPI_ERR_COUNT : code == MPI_SUCCESS ? MPI_ERR_INTERN : code,
+                            k ? "recvbuf" : "sendbuf", why);
+            coll_free(c);
+            return rc;
+        }
+        if (!c->bad) c->bad = k ? "recvbuf" : "sendbuf";
     }
     /* Both sides as bytes, the host one too: an MPI may choose its algorithm from the send type's
      * size and the receive counts together (Open MPI 4.1's tuned Allgatherv does), and two
