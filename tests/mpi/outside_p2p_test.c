@@ -778,7 +778,7 @@ static void threads(int provided)
  * the same one, never a crash or a hang. */
 static void bad_input(void)
 {
-    int cls[2][12];
+    int cls[2][16];
     for (int dev = 0; dev < 2; dev++) {
         int *d = mt_alloc(dev, 64 * sizeof(int));
         MPI_Datatype unc;
@@ -798,6 +798,10 @@ static void bad_input(void)
         cls[dev][n++] = mt_eclass(MPI_Send_init(d, 1, unc, right, 1, MPI_COMM_WORLD, &q));
         cls[dev][n++] = mt_eclass(MPI_Sendrecv(d, 1, unc, right, 1, d + 32, 4, MPI_INT, left, 1, MPI_COMM_WORLD, &st));
         cls[dev][n++] = mt_eclass(MPI_Recv_init(d, 1, unc, left, 1, MPI_COMM_WORLD, &q));
+        cls[dev][n++] = mt_eclass(MPI_Irecv(d, -1, MPI_INT, left, 1, MPI_COMM_WORLD, &q));
+        cls[dev][n++] = mt_eclass(MPI_Irecv(d, 4, MPI_DATATYPE_NULL, left, 1, MPI_COMM_WORLD, &q));
+        cls[dev][n++] = mt_eclass(MPI_Recv(d, -2, MPI_INT, left, 1, MPI_COMM_WORLD, &st));
+        cls[dev][n++] = mt_eclass(MPI_Irecv(d, 1, MPI_INT, left, -7, MPI_COMM_WORLD, &q));
         for (int i = 0; i < n; i++) {
             MT_CHECK(cls[dev][i] != MPI_SUCCESS, "bad call %d on %s memory succeeded", i, dev ? "device" : "host");
             if (dev) MT_CHECK(cls[1][i] == cls[0][i], "bad call %d: class %d on device, %d on host", i, cls[1][i], cls[0][i]);
