@@ -195,7 +195,11 @@ gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt)
     /* The kind of a buffer is the kind of the bytes the type touches, not of `buf` (which may
      * lie outside the allocation, or be MPI_BOTTOM): the first byte of the first element and
      * the last byte of the last one. */
-    MPI_Count tlb = 0, text = 0, lb = 0, ext = 0;
+    MPI_Count tlb = 0, text = 0, lb = 0, ext = 0, size = 0;
+    /* A type of no bytes touches no memory, and its bounds mean nothing: Open MPI gives an
+     * empty struct (MPI_BOTTOM with a zero count) a true lb of LLONG_MAX and a true extent of 1,
+     * and the sum below overflowed. The MPI takes such a message as it is. */
+    if (PMPI_Type_size_x(dt, &size) != MPI_SUCCESS || size <= 0) return GDTE_IPO_HOST;
     if (PMPI_Type_get_true_extent_x(dt, &tlb, &text) != MPI_SUCCESS || text <= 0) return GDTE_IPO_HOST;
     if (count > 1 && PMPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS) return GDTE_IPO_HOST;
     uintptr_t base = (uintptr_t)buf;

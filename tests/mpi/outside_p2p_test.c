@@ -772,6 +772,43 @@ static void threads(int provided)
     }
 }
 
+/* ---- MPI_PROC_NULL halves --------------------------------------------------------------- */
+
+/* Sendrecv_replace and Sendrecv with MPI_PROC_NULL on one or both sides: a receive from
+ * MPI_PROC_NULL leaves the buffer as it was (source MPI_PROC_NULL, tag MPI_ANY_TAG, count 0). */
+static void proc_null_halves(void)
+{
+    MPI_Datatype v;
+    MPI_Type_vector(10, 2, 3, MPI_INT, &v);
+    MPI_Type_commit(&v);
+    for (int dev = 0; dev < 2; dev++)
+        for (int way = 0; way < 3; way++) {
+            int *b = mt_alloc(dev, 40 * sizeof(int)), *r = mt_alloc(dev, 40 * sizeof(int)), ok = 1, cnt = -1;
+            for (int i = 0; i < 40; i++) b[i] = mt_rank * 100 + i, r[i] = (int)0xA5A5A5A5;
+            MPI_Status st;
+            int dest = way == 1 ? right : MPI_PROC_NULL;
+            if (way < 2) {
+                MT_MPI(MPI_Sendrecv_replace(b, 1, v, dest, 610, MPI_PROC_NULL, 610, MPI_COMM_WORLD, &st));
+            } else {
+                MT_MPI(MPI_Sendrecv(b, 1, v, MPI_PROC_NULL, 610, r, 1, v, MPI_PROC_NULL, 610, MPI_COMM_WORLD, &st));
+            }
+            MPI_Get_count(&st, v, &cnt);
+            MT_CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && cnt == 0,
+                     "PROC_NULL dev %d way %d: status %d %d %d", dev, way, st.MPI_SOURCE, st.MPI_TAG, cnt);
+            for (int i = 0; i < 40; i++) ok &= b[i] == mt_rank * 100 + i && r[i] == (int)0xA5A5A5A5;
+            MT_CHECK(ok, "PROC_NULL dev %d way %d: a buffer changed", dev, way);
+            if (way == 1) { /* the left's vector arrives whole */
+                MT_MPI(MPI_Recv(r, 20, MPI_INT, left, 610, MPI_COMM_WORLD, &st));
+                ok = 1;
+                for (int i = 0; i < 20; i++) ok &= r[i] == left * 100 + (i / 2) * 3 + i % 2;
+                MT_CHECK(ok, "PROC_NULL dev %d: the sent half of Sendrecv_replace is wrong", dev);
+            }
+            mt_free(dev, b), mt_free(dev, r);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+    MPI_Type_free(&v);
+}
+
 /* ---- bad input ---------------------------------------------------------------------------- */
 
 /* Each bad call on a host buffer (the MPI's own answer) and on a device buffer: an error class,
@@ -832,6 +869,7 @@ int main(int argc, char **argv)
     make_types();
     if (!*only || strstr(only, "bad")) bad_input();
     if (!*only || strstr(only, "cancel")) cancel_and_free();
+    if (!*only || strstr(only, "procnull")) proc_null_halves();
     if (!*only || strstr(only, "compl")) completion_arrays();
     if (!*only || strstr(only, "waitall")) waitall_errors();
     if (!*only || strstr(only, "trunc")) truncation_sizes();
