@@ -401,10 +401,13 @@ static void all_exchanges(void)
     int k = 0;
     for (int ti = 0; ti < nt; ti++)
         for (int c = 0; c < C_COUNT; c++) {
-            if (T[ti].big && c != C_SEND && c != C_MPROBE && c != C_REPLACE && c != C_ISSEND && c != C_PERSIST) continue;
+            if (T[ti].big && c != C_SEND && c != C_MPROBE && c != C_REPLACE) continue;
             for (int flip = 0; flip < 3; flip++)
                 for (int pair = 0; pair < 4; pair++) {
-                    if (T[ti].big && pair >= 2) continue;
+                    /* Kept within a few minutes under ASan: the big types on device only, the
+                     * mixed pairings where the two sides' types differ. */
+                    if (T[ti].big && pair != 1) continue;
+                    if (flip == 2 && pair >= 2) continue;
                     int sdev = pair & 1, rdev = (pair >> 1) & 1;
                     if (pair == 1) rdev = 1; /* 0: host/host, 1: dev/dev, 2: host->dev, 3: dev->dev via flip */
                     if (pair == 2) sdev = 0, rdev = 1;
@@ -667,7 +670,7 @@ static void truncation_sizes(void)
                  * device receives, which gdte stages, are held to the type map. */
                 size_t i = 0;
                 while (i < n + 2 * MARGIN && r[i] == want[i]) i++;
-                if (!dev) i = n + 2 * MARGIN;
+                if (!dev || !mt_expect_gdte()) i = n + 2 * MARGIN;
                 MT_CHECK(i == n + 2 * MARGIN, "truncation %zu way %d dev %d: byte %zu is 0x%02x, want 0x%02x", n, way, dev,
                          i, r[i < n + 2 * MARGIN ? i : 0], want[i < n + 2 * MARGIN ? i : 0]);
                 free(ls), free(want);
