@@ -91,6 +91,9 @@ int gdte_ipo_mixed_fail(MPI_Comm comm, const char *fn, MPI_Datatype dt, int coun
 /* ---- datatypes ---- */
 /* The committed gdte type of `dt` and the packed bytes of `count` elements. */
 gdte_status_t gdte_ipo_type(MPI_Datatype dt, int count, gdte_type_h *type_p, int64_t *nbytes_p);
+/* GDTE_OK when the MPI would take `dt` in a communication call (committed, valid), else
+ * GDTE_ERR_NOT_COMMITTED (MPI_ERR_TYPE); gdte_ipo_type checks this first. */
+gdte_status_t gdte_ipo_check_type(MPI_Datatype dt);
 /* References that keep an MPI datatype alive while a request in flight still needs it for its
  * status: MPI_Type_free of a referenced type is deferred to the last put. */
 void gdte_ipo_dt_get(MPI_Datatype dt);

@@ -29,6 +29,8 @@ gdte_ipo_counters_t gdte_ipo_cnt_g;
 
 static int fake_on;
 static int gdte_started;
+/* MPI_COMM_SELF's twin with MPI_ERRORS_RETURN: the MPI checks datatypes on it (gdte_ipo_type). */
+static MPI_Comm check_comm = MPI_COMM_NULL;
 int gdte_ipo_gpu_aware_g;
 
 /* Whether the MPI underneath says it moves device memory. Asked through the extension
@@ -99,6 +101,10 @@ int gdte_ipo_init(void)
     if (st != GDTE_OK) return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Init", st);
     gdte_log_set_rank(rank);
     fake_on = (int)gdte_knob(GDTE_KNOB_FAKE_DEVICE);
+    if (PMPI_Comm_dup(MPI_COMM_SELF, &check_comm) == MPI_SUCCESS)
+        PMPI_Comm_set_errhandler(check_comm, MPI_ERRORS_RETURN);
+    else
+        check_comm = MPI_COMM_NULL;
     decide_gpu_aware();
     int nrc = gdte_ipo_node_init();
     if (nrc != MPI_SUCCESS) return nrc;
@@ -115,6 +121,7 @@ int gdte_ipo_finalize(void)
         gdte_ipo_node_finalize();
         atomic_store_explicit(&gdte_ipo_on_g, 0, memory_order_release);
     }
+    if (check_comm != MPI_COMM_NULL) PMPI_Comm_free(&check_comm);
     int rc = IPO_NEXT(Finalize)();
     if (gdte_started) {
         if (gdte_ipo_req_live() > 0)
@@ -188,7 +195,11 @@ gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt)
     /* The kind of a buffer is the kind of the bytes the type touches, not of `buf` (which may
      * lie outside the allocation, or be MPI_BOTTOM): the first byte of the first element and
      * the last byte of the last one. */
-    MPI_Count tlb = 0, text = 0, lb = 0, ext = 0;
+    MPI_Count tlb = 0, text = 0, lb = 0, ext = 0, size = 0;
+    /* A type of no bytes touches no memory, and its bounds mean nothing: Open MPI gives an
+     * empty struct (MPI_BOTTOM with a zero count) a true lb of LLONG_MAX and a true extent of 1,
+     * and the sum below overflowed. The MPI takes such a message as it is. */
+    if (PMPI_Type_size_x(dt, &size) != MPI_SUCCESS || size <= 0) return GDTE_IPO_HOST;
     if (PMPI_Type_get_true_extent_x(dt, &tlb, &text) != MPI_SUCCESS || text <= 0) return GDTE_IPO_HOST;
     if (count > 1 && PMPI_Type_get_extent_x(dt, &lb, &ext) != MPI_SUCCESS) return GDTE_IPO_HOST;
     uintptr_t base = (uintptr_t)buf;
@@ -230,10 +241,28 @@ int gdte_ipo_null_request(MPI_Comm comm, const char *fn)
     return MPI_ERR_REQUEST;
 }
 
+gdte_status_t gdte_ipo_check_type(MPI_Datatype dt)
+{
+    /* The MPI never sees the application's datatype on a path gdte carries (it moves
+     * MPI_PACKED, or gdte sizes the type itself), so its own checks of that argument are asked
+     * for here: an empty send of the datatype to MPI_PROC_NULL is checked as any send is (a
+     * datatype not committed, or not valid, is MPI_ERR_TYPE in Open MPI and MPICH) and moves
+     * nothing. Without it an uncommitted type went out silently, and MPI_Pack_size of one
+     * (Open MPI 4.1) dereferenced its missing description. */
+    if (dt == MPI_DATATYPE_NULL) return GDTE_ERR_INVALID_TYPE;
+    if (check_comm != MPI_COMM_NULL && PMPI_Send(NULL, 0, dt, MPI_PROC_NULL, 0, check_comm) != MPI_SUCCESS) {
+        gdte_error("the datatype of a device buffer is not committed or not valid");
+        return GDTE_ERR_NOT_COMMITTED;
+    }
+    return GDTE_OK;
+}
+
 gdte_status_t gdte_ipo_type(MPI_Datatype dt, int count, gdte_type_h *type_p, int64_t *nbytes_p)
 {
     gdte_type_h t;
-    gdte_status_t st = gdte_mpi_type_import(dt, &t);
+    gdte_status_t st = gdte_ipo_check_type(dt);
+    if (st != GDTE_OK) return st;
+    st = gdte_mpi_type_import(dt, &t);
     if (st != GDTE_OK) {
         gdte_error("cannot import the MPI datatype for a device buffer: %s", gdte_status_string(st));
         return st;

@@ -355,6 +355,12 @@ static int node_host_recv(const char *fn, int persistent, void *buf, int count, 
     int64_t P = (int64_t)size * count;
     gdte_stage_t *scratch = NULL;
     if (P < GDTE_IPO_MARK_BYTES) {
+        /* The MPI sees bytes into scratch, not the application's (count, datatype): their
+         * checks are made here, or a negative count, MPI_DATATYPE_NULL or an uncommitted type
+         * would be posted without an error. */
+        if (count < 0) return gdte_ipo_fail(comm, fn, GDTE_ERR_COUNT);
+        gdte_status_t cs = gdte_ipo_check_type(dt);
+        if (cs != GDTE_OK) return gdte_ipo_fail(comm, fn, cs);
         gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, GDTE_IPO_MARK_BYTES, &scratch);
         if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     }
@@ -661,6 +667,8 @@ int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, i
         gdte_ipo_kind_t k0 = gdte_ipo_buf_kind(buf, count, dt);
         if (k0 == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Sendrecv_replace", dt, count);
         int psize = 0, pos = 0, rc;
+        gdte_status_t cs = gdte_ipo_check_type(dt); /* before MPI_Pack_size, which trusts it */
+        if (cs != GDTE_OK) return gdte_ipo_fail(comm, "MPI_Sendrecv_replace", cs);
         if ((rc = PMPI_Pack_size(count, dt, comm, &psize)) != MPI_SUCCESS) return rc;
         void *copy = malloc(psize ? (size_t)psize : 1);
         if (!copy) return gdte_ipo_fail(comm, "MPI_Sendrecv_replace", GDTE_ERR_NO_MEMORY);
