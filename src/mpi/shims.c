@@ -21,6 +21,15 @@
 #define IPO_OFF_RETURN(name, ...) \
     if (!gdte_ipo_on()) return IPO_NEXT(name)(__VA_ARGS__)
 
+/* A request call that failed leaves MPI_REQUEST_NULL, not whatever the variable held: MPI leaves
+ * the handle undefined then, and a program that still waits on it (as many do after a reported
+ * error under MPI_ERRORS_RETURN) must not hand the MPI an uninitialized handle. */
+static inline int req_result(int rc, MPI_Request *req)
+{
+    if (rc != MPI_SUCCESS && req) *req = MPI_REQUEST_NULL;
+    return rc;
+}
+
 /* ---- lifetime ---- */
 GDTE_IPO_EXPORT int MPI_Init(int *argc, char ***argv)
 {
@@ -79,7 +88,7 @@ GDTE_IPO_EXPORT int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int d
 {
     IPO_OFF_RETURN(Isend, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_isend(GDTE_IPO_STD, buf, count, dt, dest, tag, comm, req);
+    return req_result(gdte_ipo_isend(GDTE_IPO_STD, buf, count, dt, dest, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
@@ -87,7 +96,7 @@ GDTE_IPO_EXPORT int MPI_Issend(const void *buf, int count, MPI_Datatype dt, int 
 {
     IPO_OFF_RETURN(Issend, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_isend(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm, req);
+    return req_result(gdte_ipo_isend(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
@@ -95,7 +104,7 @@ GDTE_IPO_EXPORT int MPI_Ibsend(const void *buf, int count, MPI_Datatype dt, int 
 {
     IPO_OFF_RETURN(Ibsend, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_isend(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm, req);
+    return req_result(gdte_ipo_isend(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Irsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
@@ -103,7 +112,7 @@ GDTE_IPO_EXPORT int MPI_Irsend(const void *buf, int count, MPI_Datatype dt, int 
 {
     IPO_OFF_RETURN(Irsend, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_isend(GDTE_IPO_READY, buf, count, dt, dest, tag, comm, req);
+    return req_result(gdte_ipo_isend(GDTE_IPO_READY, buf, count, dt, dest, tag, comm, req), req);
 }
 
 /* ---- receives ---- */
@@ -120,7 +129,7 @@ GDTE_IPO_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source,
 {
     IPO_OFF_RETURN(Irecv, buf, count, dt, source, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_irecv(buf, count, dt, source, tag, comm, req);
+    return req_result(gdte_ipo_irecv(buf, count, dt, source, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int stag, void *rbuf,
@@ -150,7 +159,7 @@ GDTE_IPO_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Messag
 {
     IPO_OFF_RETURN(Imrecv, buf, count, dt, msg, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_imrecv(buf, count, dt, msg, req);
+    return req_result(gdte_ipo_imrecv(buf, count, dt, msg, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status)
@@ -226,7 +235,7 @@ GDTE_IPO_EXPORT int MPI_Send_init(const void *buf, int count, MPI_Datatype dt, i
 {
     IPO_OFF_RETURN(Send_init, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_send_init(GDTE_IPO_STD, buf, count, dt, dest, tag, comm, req);
+    return req_result(gdte_ipo_send_init(GDTE_IPO_STD, buf, count, dt, dest, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Ssend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
@@ -234,7 +243,7 @@ GDTE_IPO_EXPORT int MPI_Ssend_init(const void *buf, int count, MPI_Datatype dt, 
 {
     IPO_OFF_RETURN(Ssend_init, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_send_init(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm, req);
+    return req_result(gdte_ipo_send_init(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
@@ -242,7 +251,7 @@ GDTE_IPO_EXPORT int MPI_Bsend_init(const void *buf, int count, MPI_Datatype dt, 
 {
     IPO_OFF_RETURN(Bsend_init, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_send_init(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm, req);
+    return req_result(gdte_ipo_send_init(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Rsend_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
@@ -250,7 +259,7 @@ GDTE_IPO_EXPORT int MPI_Rsend_init(const void *buf, int count, MPI_Datatype dt, 
 {
     IPO_OFF_RETURN(Rsend_init, buf, count, dt, dest, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_send_init(GDTE_IPO_READY, buf, count, dt, dest, tag, comm, req);
+    return req_result(gdte_ipo_send_init(GDTE_IPO_READY, buf, count, dt, dest, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -258,7 +267,7 @@ GDTE_IPO_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int sou
 {
     IPO_OFF_RETURN(Recv_init, buf, count, dt, source, tag, comm, req);
     gdte_ipo_pending_flush();
-    return gdte_ipo_recv_init(buf, count, dt, source, tag, comm, req);
+    return req_result(gdte_ipo_recv_init(buf, count, dt, source, tag, comm, req), req);
 }
 
 GDTE_IPO_EXPORT int MPI_Start(MPI_Request *req)

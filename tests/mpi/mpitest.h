@@ -77,6 +77,16 @@ static int (*mt_cuda_malloc)(void **, size_t);
 static int (*mt_cuda_memcpy)(void *, const void *, size_t, int);
 static int (*mt_cuda_free)(void *);
 static int (*mt_cuda_sync)(void);
+static int (*mt_cuda_setdev)(int);
+static int mt_cuda_dev = -1; /* the GPU this rank uses (local rank mod GPUs) */
+
+/* A thread of its own uses the rank's GPU too (a new thread starts on GPU 0): gdte binds its
+ * streams and events to the GPU the process works on, and a thread calling MPI with device
+ * buffers must have that GPU current (docs/MPI_BACKEND.md). */
+static inline void mt_thread_device(void)
+{
+    if (mt_cuda_setdev && mt_cuda_dev >= 0) mt_cuda_setdev(mt_cuda_dev);
+}
 
 static inline int64_t mt_counter(const char *name) { return gdte_mpi_counter ? gdte_mpi_counter(name) : 0; }
 
@@ -146,7 +156,9 @@ static inline void mt_init_common(void)
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &local);
         MPI_Comm_free(&node);
-        setdev(local % n);
+        mt_cuda_setdev = setdev;
+        mt_cuda_dev = local % n;
+        setdev(mt_cuda_dev);
     }
     if (mt_mode && (mt_fake() || mt_cuda() || !strcmp(mt_mode, "disabled"))) {
         MT_CHECK(gdte_mpi_counter && (mt_cuda() || gdte_fake_device_register), "libgdte_mpi.so is not loaded");

@@ -719,7 +719,7 @@ static void check_partial(void)
             break;
         }
         /* Under a GPU-aware MPI the reductions go to the MPI as they are (it reads device memory). */
-        int want = bad && mt_fake() && (k < 3 || !gpu_aware_env()) ? MPI_ERR_BUFFER : MPI_SUCCESS;
+        int want = bad && mt_expect_gdte() && (k < 3 || !gpu_aware_env()) ? MPI_ERR_BUFFER : MPI_SUCCESS;
         MT_CHECK(mt_eclass(e) == want, "partly host buffer on rank %d, %s: class %d, want %d", mt_size - 1, what[k],
                  mt_eclass(e), want);
         int got[4];
@@ -745,7 +745,7 @@ static int gpu_aware_env(void)
 }
 static void check_refused(void)
 {
-    int want = mt_fake() && !gpu_aware_env() ? MPI_ERR_BUFFER : MPI_SUCCESS;
+    int want = mt_expect_gdte() && !gpu_aware_env() ? MPI_ERR_BUFFER : MPI_SUCCESS;
     int n = 64;
     int *d = mt_dev_alloc(sizeof(int) * (size_t)n), *d2 = mt_dev_alloc(sizeof(int) * (size_t)n);
     MPI_Win win;
@@ -754,13 +754,22 @@ static void check_refused(void)
     if (e == MPI_SUCCESS) MPI_Win_free(&win);
     /* A host window, device origin buffers (accumulate with a derived type, get_accumulate). */
     int *hw = calloc((size_t)n, sizeof(int));
-    MPI_Win_create(hw, sizeof(int) * (size_t)n, sizeof(int), MPI_INFO_NULL, wdup, &win);
-    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
-    MPI_Win_fence(0, win);
     MPI_Datatype v;
     MPI_Type_vector(4, 1, 3, MPI_INT, &v);
     MPI_Type_commit(&v);
     int peer = (mt_rank + 1) % mt_size;
+    /* The MPI itself may have no one-sided component for host windows here (the GPU machine's
+     * Open MPI 4.1.6 refused one on 2026-11-27, gdte not involved: no refusal of its was
+     * logged): then the window part is skipped, agreed by every process. */
+    int ew = MPI_Win_create(hw, sizeof(int) * (size_t)n, sizeof(int), MPI_INFO_NULL, wdup, &win), ewall = 0;
+    MPI_Allreduce(&ew, &ewall, 1, MPI_INT, MPI_MAX, wdup);
+    if (ewall != MPI_SUCCESS) {
+        if (ew == MPI_SUCCESS) MPI_Win_free(&win);
+        if (mt_rank == 0) printf("outside_coll_test: the MPI creates no host window here: one-sided part skipped\n");
+        goto no_win;
+    }
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_fence(0, win);
     e = MPI_Accumulate(d, 2, v, peer, 0, 2, v, MPI_SUM, win);
     MT_CHECK(mt_eclass(e) == want, "MPI_Accumulate from device memory: class %d, want %d", mt_eclass(e), want);
     e = MPI_Get_accumulate(d, 4, MPI_INT, d2, 4, MPI_INT, peer, 0, 4, MPI_INT, MPI_SUM, win);
@@ -773,6 +782,7 @@ static void check_refused(void)
     if (e == MPI_SUCCESS) MPI_Wait(&rq, MPI_STATUS_IGNORE);
     MPI_Win_unlock_all(win);
     MPI_Win_free(&win);
+no_win:
     free(hw);
     /* MPI-IO: a collective write of a device buffer with a derived type. */
     char path[256];

@@ -730,6 +730,7 @@ typedef struct {
 static void *thread_main(void *p)
 {
     targ_t *a = p;
+    mt_thread_device();
     MPI_Datatype v;
     MPI_Type_vector(50, 3, 5, MPI_INT, &v);
     MPI_Type_commit(&v);
