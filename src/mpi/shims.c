@@ -425,11 +425,49 @@ GDTE_IPO_EXPORT int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[
 {
     NODE_NEW(IPO_NEXT(Graph_create)(comm, nnodes, index, edges, reorder, newcomm), newcomm);
 }
+/* Open MPI 4.1's MPI_Dist_graph_create (topo/base's distribute, which topo/treematch runs on the
+ * *old* communicator before it allocates the new one's CID) receives the edges from
+ * MPI_ANY_SOURCE with the fixed tags -50 and -51, which lie in libnbc's range of tags for
+ * nonblocking collectives on that communicator (-27, -28, ... one per operation). When the
+ * communicator has seen 23 or 24 nonblocking collectives (communicator creations count: each
+ * CID allocation is two or more MPI_Iallreduce), the CID allocation of the new communicator
+ * uses tag -50 or -51 too: a process still receiving edges takes a faster one's allreduce
+ * message, and every process then waits forever in ompi_comm_nextcid. The plain MPI hangs the
+ * same way (23 or 24 MPI_Ibarrier on MPI_COMM_WORLD before the call); the interposer's own
+ * communicators (the node communicator, its finalize and shadow duplicates of MPI_COMM_WORLD)
+ * merely move programs onto that count. So the graph is made from a fresh copy of `comm`
+ * (MPI_Comm_create with its whole group: no attribute callbacks run), whose libnbc tags start
+ * over; the result is the same communicator (same group, ranks, info, error handler). */
 GDTE_IPO_EXPORT int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
                                           const int destinations[], const int weights[], MPI_Info info, int reorder,
                                           MPI_Comm *newcomm)
 {
-    NODE_NEW(IPO_NEXT(Dist_graph_create)(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm), newcomm);
+    int inter = 1;
+    MPI_Group g = MPI_GROUP_NULL;
+    MPI_Comm fresh = MPI_COMM_NULL;
+    if (!gdte_ipo_on() || comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter ||
+        PMPI_Comm_group(comm, &g) != MPI_SUCCESS)
+        return IPO_NEXT(Dist_graph_create)(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm);
+    int rc = PMPI_Comm_create(comm, g, &fresh);
+    PMPI_Group_free(&g);
+    if (rc != MPI_SUCCESS || fresh == MPI_COMM_NULL)
+        NODE_NEW(IPO_NEXT(Dist_graph_create)(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm),
+                 newcomm);
+    /* Errors are reported on `comm`, as the application called it; the new communicator gets
+     * `comm`'s handler, as MPI_Dist_graph_create gives it. */
+    MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
+    PMPI_Comm_get_errhandler(comm, &eh);
+    PMPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
+    rc = IPO_NEXT(Dist_graph_create)(fresh, n, sources, degrees, destinations, weights, info, reorder, newcomm);
+    PMPI_Comm_free(&fresh);
+    if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL && eh != MPI_ERRHANDLER_NULL)
+        PMPI_Comm_set_errhandler(*newcomm, eh);
+    if (eh != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&eh);
+    if (rc != MPI_SUCCESS) {
+        PMPI_Comm_call_errhandler(comm, rc);
+        return rc;
+    }
+    NODE_NEW(rc, newcomm);
 }
 GDTE_IPO_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
                                                    const int sourceweights[], int outdegree, const int destinations[],
