@@ -1110,11 +1110,6 @@ static gdte_status_t units_offer(gdte_type_h type, int fake, const gdte_layout_t
     return export_ptr(du, &w->units_handle, &w->units_offset, &w->units_rbase);
 }
 
-/* The shape the receiver reads: the user's layout when it is dense or one stride, or irregular
- * with its units offered (`lay` filled), else a packed copy in device staging. `*first` is the
- * layout's origin (byte 0 of a dense or strided layout); `*anchor` a byte of the data, inside
- * the allocation, to export it by: an irregular layout's origin (buf + disp) can lie outside it
- * (negative true lower bounds, MPI_BOTTOM). */
 /* A layout whose blocks average fewer bytes than this is sparse: read from another GPU, each
  * block drags in the rest of its 32-byte sectors over the link. */
 #define SPARSE_BLOCK 128
@@ -1135,6 +1130,11 @@ static int sparse_type(gdte_type_h type)
  * eager one would). */
 enum { PACK_NONE, PACK_SPARSE, PACK_ALWAYS };
 
+/* The shape the receiver reads: the user's layout when it is dense or one stride, or irregular
+ * with its units offered (`lay` filled), else a packed copy in device staging. `*first` is the
+ * layout's origin (byte 0 of a dense or strided layout); `*anchor` a byte of the data, inside
+ * the allocation, to export it by: an irregular layout's origin (buf + disp) can lie outside it
+ * (negative true lower bounds, MPI_BOTTOM). `pack` (PACK_*) may ask for the packed copy. */
 static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, int fake, int64_t nbytes, int pack,
                                 mark_t *mk, node_send_t *s, node_lay_t *lay, const void **first, const void **anchor)
 {
@@ -1198,7 +1198,9 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         return 1;
     }
     /* Buffered sends complete without the receiver: they keep the MPI_PACKED path. Small
-     * messages too (the copy engines move them faster than a kernel on the receiver). */
+     * messages to a peer on this GPU too (the copy engines move them faster than a kernel on the
+     * receiver, which would wait for a context switch). On the fake device the copy-engine rule
+     * applies only where a test makes peers count as on other GPUs (GDTETEST_NODE_OTHER_GPU). */
     if (mode == GDTE_IPO_BUFFERED || nbytes < GDTE_IPO_MARK_BYTES) return 0;
     gdte_ipo_node_gpu_note();
     const int other = other_gpu(nc->world[dest]);
