@@ -114,6 +114,14 @@ typedef struct red_ctx {
     gdte_type_info_t info;
     int dense;        /* `n` elements are one block of n * size bytes starting at true_lb */
     red_side_t s, r;
+    /* A buffer partly host and partly device memory ("sendbuf"/"recvbuf"): the process still
+     * takes part in the MPI's reduction (the others cannot know, and would wait for it forever)
+     * on zeroed host scratch of the call's datatype and count, so that the MPI's checks of the
+     * (operation, datatype) pair see the application's call; nothing of the application's
+     * buffers is read or written, and each completion reports MPI_ERR_BUFFER. A datatype whose
+     * span is too large for scratch (RED_BAD_SPAN_MAX: MPI_BOTTOM addresses in host and device
+     * memory far apart) is still refused before the call. */
+    const char *bad;
 } red_ctx_t;
 
 static const gdte_pack_params_t host_params = {.field_mask = GDTE_PACK_FIELD_FLAGS, .flags = GDTE_PACK_FLAG_HOST};
@@ -131,7 +139,7 @@ static void span_of(const gdte_type_info_t *ti, int64_t n, int64_t *lo_p, int64_
 /* The inputs of a side, from the application's buffer into its mirror. */
 static gdte_status_t side_copy_in(red_ctx_t *c, red_side_t *sd)
 {
-    if (!sd->mirror || sd->in <= 0) return GDTE_OK;
+    if (!sd->mirror || sd->in <= 0 || c->bad) return GDTE_OK;
     gdte_status_t st;
     int fake = sd->kind == GDTE_IPO_FAKE;
     int64_t inbytes = sd->in * c->info.size;
@@ -151,6 +159,15 @@ static gdte_status_t side_stage_in(red_ctx_t *c, red_side_t *sd, int copy)
 {
     int64_t n = sd->in > sd->out ? sd->in : sd->out;
     int64_t lo, bytes, pbytes;
+    if (c->bad) {
+        /* Zeroed scratch (pooled staging: no other call's bytes reach the MPI or user ops). */
+        span_of(&c->info, n, &lo, &bytes);
+        gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)(bytes > 0 ? bytes : 1), &sd->mirror);
+        if (st != GDTE_OK) return st;
+        memset(sd->mirror->ptr, 0, (size_t)bytes);
+        sd->base = (void *)((uintptr_t)sd->mirror->ptr - (uintptr_t)lo);
+        return GDTE_OK;
+    }
     span_of(&c->info, n, &lo, &bytes);
     gdte_status_t st = gdte_type_pack_size(n, c->type, &pbytes);
     if (st != GDTE_OK) return st;
@@ -164,7 +181,7 @@ static gdte_status_t side_stage_in(red_ctx_t *c, red_side_t *sd, int copy)
 
 static gdte_status_t side_stage_out(red_ctx_t *c, red_side_t *sd)
 {
-    if (!sd->mirror || sd->out <= 0) return GDTE_OK;
+    if (!sd->mirror || sd->out <= 0 || c->bad) return GDTE_OK;
     int fake = sd->kind == GDTE_IPO_FAKE;
     int64_t outbytes = sd->out * c->info.size;
     gdte_status_t st;
@@ -195,6 +212,9 @@ static void ctx_free(red_ctx_t *c)
     if (c->type) gdte_type_release(c->type);
     free(c);
 }
+
+/* The most scratch a process with a partly host buffer takes part with (red_ctx_t.bad). */
+#define RED_BAD_SPAN_MAX ((int64_t)64 << 20)
 
 /* What the MPI is given for the send (recv 0) or receive side: the mirror, or the application's
  * pointer. */
@@ -239,17 +259,27 @@ static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const voi
     gdte_ipo_kind_t sk = kind_of(sbuf, s_in, dt);
     gdte_ipo_kind_t rk = kind_of(rbuf, r_in > r_out ? r_in : r_out, dt);
     if (sk == GDTE_IPO_HOST && rk == GDTE_IPO_HOST) return MPI_SUCCESS;
-    if (sk == GDTE_IPO_MIXED || rk == GDTE_IPO_MIXED) return gdte_ipo_fail(comm, fn, GDTE_ERR_MEMORY_KIND);
     red_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
     c->fn = fn;
     c->comm = comm;
+    if (sk == GDTE_IPO_MIXED || rk == GDTE_IPO_MIXED) c->bad = sk == GDTE_IPO_MIXED ? "sendbuf" : "recvbuf";
     gdte_type_h t;
     gdte_status_t st = gdte_mpi_type_import(dt, &t);
     if (st == GDTE_OK) {
         gdte_type_retain(t);
         c->type = t;
         st = gdte_type_get_info(t, &c->info);
+    }
+    if (st == GDTE_OK && c->bad) {
+        /* Every side the MPI touches gets scratch, the host one too (the MPI must not write the
+         * application's host buffer either). */
+        int64_t n = s_in > r_in ? s_in : r_in, lo, span;
+        if (r_out > n) n = r_out;
+        span_of(&c->info, n, &lo, &span);
+        if (span > RED_BAD_SPAN_MAX) st = GDTE_ERR_MEMORY_KIND; /* no scratch to take part with */
+        sk = sbuf != MPI_IN_PLACE && s_in > 0 ? GDTE_IPO_MIXED : GDTE_IPO_HOST;
+        rk = r_in > 0 || r_out > 0 ? GDTE_IPO_MIXED : GDTE_IPO_HOST;
     }
     if (st == GDTE_OK) {
         c->dense = c->info.is_contiguous && c->info.true_lb == 0 && c->info.true_extent == c->info.size;
@@ -266,6 +296,12 @@ static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const voi
         ctx_free(c);
         return gdte_ipo_fail(comm, fn, st);
     }
+    if (c->bad) {
+        gdte_debug("%s: %s partly host and partly device memory: taking part on zeroed scratch, then MPI_ERR_BUFFER",
+                   fn, c->bad);
+        *ctx_p = c;
+        return MPI_SUCCESS;
+    }
     if (copy) n_staged++;
     gdte_debug("%s: device buffers through host mirrors (send %lld, receive %lld in / %lld out elements)", fn,
                (long long)(sk != GDTE_IPO_HOST ? s_in : 0), (long long)(rk != GDTE_IPO_HOST ? r_in : 0),
@@ -281,6 +317,7 @@ static int red_finish_req(gdte_ipo_req_t *r, MPI_Status *st, int rc)
     (void)st;
     red_ctx_t *c = r->ctx;
     if (rc != MPI_SUCCESS || !c) return rc;
+    if (c->bad) return gdte_ipo_fail(c->comm, c->fn, GDTE_ERR_MEMORY_KIND);
     gdte_status_t s = side_stage_out(c, &c->r);
     return s == GDTE_OK ? MPI_SUCCESS : gdte_ipo_fail(c->comm, c->fn, s);
 }
@@ -295,6 +332,7 @@ static void red_fini_req(gdte_ipo_req_t *r)
 static int red_start_req(gdte_ipo_req_t *r)
 {
     red_ctx_t *c = r->ctx;
+    if (c->bad) return MPI_SUCCESS; /* nothing of the application's is read; each completion reports it */
     gdte_status_t st = side_copy_in(c, &c->s);
     if (st == GDTE_OK) st = side_copy_in(c, &c->r);
     if (st != GDTE_OK) return gdte_ipo_fail(c->comm, c->fn, st);
@@ -306,7 +344,7 @@ static int red_complete(red_ctx_t *c, int rc, gdte_red_how_t how)
 {
     if (!c) return rc;
     if (rc == MPI_SUCCESS && !how.req) {
-        gdte_status_t s = side_stage_out(c, &c->r);
+        gdte_status_t s = c->bad ? GDTE_ERR_MEMORY_KIND : side_stage_out(c, &c->r);
         if (s != GDTE_OK) rc = gdte_ipo_fail(c->comm, c->fn, s);
     }
     if (rc != MPI_SUCCESS || !how.req) {
