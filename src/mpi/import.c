@@ -26,6 +26,7 @@ static _Atomic int64_t stat_builds, stat_wrapped, stat_named;
 typedef struct import_entry {
     gdte_type_h type; /* one reference, owned by the entry */
     _Atomic int committed;
+    _Atomic int validated; /* the MPI accepted the datatype (gdte_mpi_type_import_validated) */
 } import_entry_t;
 
 /* Predefined (named) types: MPI does not promise attributes on them, so they live here.
@@ -96,6 +97,7 @@ static int entry_copy(MPI_Datatype old, int keyval, void *extra, void *in, void 
     gdte_type_retain(e->type);
     n->type = e->type;
     atomic_init(&n->committed, atomic_load(&e->committed));
+    atomic_init(&n->validated, atomic_load(&e->validated)); /* a dup is committed as its parent is */
     *(void **)out = n;
     *flag = 1;
     return MPI_SUCCESS;
@@ -584,6 +586,7 @@ static gdte_status_t cache_derived(MPI_Datatype dt, gdte_type_h t)
     if (!e) return GDTE_ERR_NO_MEMORY;
     e->type = t;
     atomic_init(&e->committed, 0);
+    atomic_init(&e->validated, 0);
     if (MPI_Type_set_attr(dt, type_keyval, e) != MPI_SUCCESS) {
         free(e);
         return GDTE_ERR_INTERNAL;
@@ -728,6 +731,39 @@ gdte_status_t gdte_mpi_type_import(MPI_Datatype dt, gdte_type_h *type_p)
 out:
     pthread_mutex_unlock(&import_lock);
     return st;
+}
+
+gdte_status_t gdte_mpi_type_import_validated(MPI_Datatype dt, gdte_status_t (*validate)(MPI_Datatype),
+                                           gdte_type_h *type_p)
+{
+    if (!type_p || !validate) return GDTE_ERR_INVALID_ARG;
+    if (dt == MPI_DATATYPE_NULL) return GDTE_ERR_INVALID_TYPE;
+    /* Predefined types are committed by definition. */
+    gdte_type_h t = named_find(dt);
+    if (t) {
+        *type_p = t;
+        return GDTE_OK;
+    }
+    import_entry_t *e = NULL;
+    int flag = 0;
+    if (atomic_load_explicit(&keyval_ready, memory_order_acquire) &&
+        MPI_Type_get_attr(dt, type_keyval, &e, &flag) == MPI_SUCCESS && flag && e &&
+        atomic_load_explicit(&e->validated, memory_order_acquire) &&
+        atomic_load_explicit(&e->committed, memory_order_acquire)) {
+        *type_p = e->type;
+        return GDTE_OK;
+    }
+    /* First use (or the MPI refused it before): ask the MPI, then import. A committed
+     * datatype cannot become uncommitted, and the entry dies with the datatype, so one
+     * accepted check holds for the entry's life. */
+    gdte_status_t st = validate(dt);
+    if (st != GDTE_OK) return st;
+    if ((st = gdte_mpi_type_import(dt, &t)) != GDTE_OK) return st;
+    e = NULL, flag = 0;
+    if (MPI_Type_get_attr(dt, type_keyval, &e, &flag) == MPI_SUCCESS && flag && e)
+        atomic_store_explicit(&e->validated, 1, memory_order_release);
+    *type_p = t;
+    return GDTE_OK;
 }
 
 void gdte_mpi_import_get_stats(gdte_mpi_import_stats_t *s)

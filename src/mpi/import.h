@@ -28,6 +28,16 @@
  */
 gdte_status_t gdte_mpi_type_import(MPI_Datatype dt, gdte_type_h *type_p);
 
+/*
+ * gdte_mpi_type_import for a datatype the MPI itself will not see (gdte moves its bytes as
+ * MPI_PACKED): @p validate, the MPI's own check that @p dt is valid and committed, runs on
+ * the first use of @p dt only; its acceptance is remembered in the import cache (a committed
+ * datatype stays committed; the entry goes with the datatype). Predefined types need no
+ * check. The status of @p validate is returned as is when it refuses.
+ */
+gdte_status_t gdte_mpi_type_import_validated(MPI_Datatype dt, gdte_status_t (*validate)(MPI_Datatype),
+                                           gdte_type_h *type_p);
+
 /* The MPI error class for a gdte status (MPI_SUCCESS for GDTE_OK and GDTE_INPROGRESS). */
 int gdte_mpi_status_to_mpi_error(gdte_status_t status);
 

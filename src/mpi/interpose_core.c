@@ -248,7 +248,8 @@ gdte_status_t gdte_ipo_check_type(MPI_Datatype dt)
      * for here: an empty send of the datatype to MPI_PROC_NULL is checked as any send is (a
      * datatype not committed, or not valid, is MPI_ERR_TYPE in Open MPI and MPICH) and moves
      * nothing. Without it an uncommitted type went out silently, and MPI_Pack_size of one
-     * (Open MPI 4.1) dereferenced its missing description. */
+     * (Open MPI 4.1) dereferenced its missing description. The per-message paths call it
+     * through gdte_mpi_type_import_validated: once per datatype, not once per message. */
     if (dt == MPI_DATATYPE_NULL) return GDTE_ERR_INVALID_TYPE;
     if (check_comm != MPI_COMM_NULL && PMPI_Send(NULL, 0, dt, MPI_PROC_NULL, 0, check_comm) != MPI_SUCCESS) {
         gdte_error("the datatype of a device buffer is not committed or not valid");
@@ -260,9 +261,8 @@ gdte_status_t gdte_ipo_check_type(MPI_Datatype dt)
 gdte_status_t gdte_ipo_type(MPI_Datatype dt, int count, gdte_type_h *type_p, int64_t *nbytes_p)
 {
     gdte_type_h t;
-    gdte_status_t st = gdte_ipo_check_type(dt);
-    if (st != GDTE_OK) return st;
-    st = gdte_mpi_type_import(dt, &t);
+    gdte_status_t st = gdte_mpi_type_import_validated(dt, gdte_ipo_check_type, &t);
+    if (st == GDTE_ERR_NOT_COMMITTED || st == GDTE_ERR_INVALID_TYPE) return st; /* said by the check */
     if (st != GDTE_OK) {
         gdte_error("cannot import the MPI datatype for a device buffer: %s", gdte_status_string(st));
         return st;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interpose.h"
+#include "import.h"
 #include "xfer.h"
 #include "engine/engine.h"
 #include "gpu/gpu.h"
@@ -359,7 +360,8 @@ static int node_host_recv(const char *fn, int persistent, void *buf, int count, 
          * checks are made here, or a negative count, MPI_DATATYPE_NULL or an uncommitted type
          * would be posted without an error. */
         if (count < 0) return gdte_ipo_fail(comm, fn, GDTE_ERR_COUNT);
-        gdte_status_t cs = gdte_ipo_check_type(dt);
+        gdte_type_h ht;
+        gdte_status_t cs = gdte_mpi_type_import_validated(dt, gdte_ipo_check_type, &ht);
         if (cs != GDTE_OK) return gdte_ipo_fail(comm, fn, cs);
         gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, GDTE_IPO_MARK_BYTES, &scratch);
         if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);

@@ -847,6 +847,18 @@ static void bad_input(void)
             MT_CHECK(cls[dev][i] != MPI_SUCCESS, "bad call %d on %s memory succeeded", i, dev ? "device" : "host");
             if (dev) MT_CHECK(cls[1][i] == cls[0][i], "bad call %d: class %d on device, %d on host", i, cls[1][i], cls[0][i]);
         }
+        /* Refused while uncommitted, taken once committed: gdte remembers the MPI's acceptance
+         * of a datatype, never a refusal. */
+        MPI_Type_commit(&unc);
+        int h[64];
+        for (int i = 0; i < 64; i++) h[i] = 1000 * mt_rank + i;
+        mt_put(d, h, sizeof h);
+        int rc = MPI_Sendrecv(d, 1, unc, right, 2, d + 32, 4, MPI_INT, left, 2, MPI_COMM_WORLD, &st);
+        MT_CHECK(rc == MPI_SUCCESS, "the committed type refused on %s memory (rc %d)", dev ? "device" : "host", rc);
+        mt_get(h, d, sizeof h);
+        for (int i = 0; i < 4; i++)
+            MT_CHECK(h[32 + i] == 1000 * left + 2 * i, "committed type, %s: element %d is %d", dev ? "device" : "host", i,
+                     h[32 + i]);
         MPI_Type_free(&unc);
         mt_free(dev, d);
         MPI_Barrier(MPI_COMM_WORLD);
