@@ -336,35 +336,80 @@ static gdte_type_h make_type(const char *name, size_t *user_bytes)
     return t;
 }
 
-/* First use of an uncached T: host clock around a blocking pack, fresh type each trial. */
-static void first_use_T(bcase_t *c, double memcpy_us)
+/* First use of an uncached T: host clock around a blocking pack, fresh type each trial; the
+ * GPU's time of the same call between events in S, and the host stages of the first use
+ * (callprof: writing the runs into the bounce buffer, queueing the cuts and packs). Run for the
+ * default chunking of the runs (label "gdte_first_use") and, with sweep, for others
+ * ("first_use_c<KiB>_g<growth>"): the smallest chunk and the growth of the chunks after it. */
+static void first_use_T_one(bcase_t *c, double memcpy_us, int64_t chunk, int growth, const char *label)
 {
-    double first[5], cached[25], commit_ms[5];
+    double first[5], gpu[5], cached[25], gcached[25], commit_ms[5], fcopy = 0, fqueue = 0;
     int nc = 0;
     gdte_pack_params_t p = {GDTE_PACK_FIELD_STREAM, 0, 0, S, 0};
     int64_t done;
+    gdte_gpu_event_t a, b;
+    CK(gdte_gpu_event_create(&a, 1));
+    CK(gdte_gpu_event_create(&b, 1));
+    gdte_devplan_tune(chunk, growth);
     for (int trial = 0; trial < 5; trial++) {
         size_t ub;
         double t0 = gdte_time_now();
         gdte_type_h t = make_type("T", &ub);
         commit_ms[trial] = (gdte_time_now() - t0) * 1e3;
         CK(gdte_gpu_stream_synchronize(S));
+        gdte_callprof_t prof;
+        gdte_callprof_take(&prof);
+        gdte_callprof_enable(1);
         t0 = gdte_time_now();
+        CK(gdte_gpu_event_record(a, S));
         CK(gdte_pack(c->user, 1, t, c->packed, c->n, &p, &done));
         first[trial] = (gdte_time_now() - t0) * 1e6;
+        gdte_callprof_enable(0);
+        gdte_callprof_take(&prof);
+        fcopy += prof.sec[GDTE_CP_FIRST_COPY] * 1e6 / 5;
+        fqueue += prof.sec[GDTE_CP_FIRST_QUEUE] * 1e6 / 5;
+        CK(gdte_gpu_event_record(b, S));
+        CK(gdte_gpu_event_synchronize(b));
+        float ms = 0;
+        CK(gdte_gpu_event_elapsed_ms(a, b, &ms));
+        gpu[trial] = ms * 1e3;
         for (int i = 0; i < 5; i++) {
             t0 = gdte_time_now();
+            CK(gdte_gpu_event_record(a, S));
             CK(gdte_pack(c->user, 1, t, c->packed, c->n, &p, &done));
-            cached[nc++] = (gdte_time_now() - t0) * 1e6;
+            cached[nc] = (gdte_time_now() - t0) * 1e6;
+            CK(gdte_gpu_event_record(b, S));
+            CK(gdte_gpu_event_synchronize(b));
+            CK(gdte_gpu_event_elapsed_ms(a, b, &ms));
+            gcached[nc++] = ms * 1e3;
         }
         gdte_type_free(&t);
     }
+    gdte_devplan_tune(0, 0);
+    CK(gdte_gpu_event_destroy(a));
+    CK(gdte_gpu_event_destroy(b));
     double f = median(first, 5), cm = median(cached, nc), cmt = median(commit_ms, 5);
-    row("T", "gdte_first_use", GDTE_DIR_PACK, c->n, f, memcpy_us);
-    row("T", "gdte_cached_wall", GDTE_DIR_PACK, c->n, cm, memcpy_us);
-    printf("  T first use %.1f us vs cached %.1f us (host clock, blocking): x%.2f [target <= 1.5]; "
+    double gf = median(gpu, 5), gc = median(gcached, nc);
+    row("T", label, GDTE_DIR_PACK, c->n, f, memcpy_us);
+    if (!strcmp(label, "gdte_first_use")) row("T", "gdte_cached_wall", GDTE_DIR_PACK, c->n, cm, memcpy_us);
+    printf("  T %s (chunk %lld KiB, growth %d): first use %.1f us vs cached %.1f us (host clock, blocking): x%.2f "
+           "[target <= 1.2]; GPU time %.1f vs %.1f us; host: runs into the bounce buffer %.1f us, queueing %.1f us; "
            "commit (host, not in either) %.1f ms\n",
-           f, cm, f / cm, cmt);
+           label, (long long)(chunk >> 10), growth, f, cm, f / cm, gf, gc, fcopy, fqueue, cmt);
+}
+
+static void first_use_T(bcase_t *c, double memcpy_us)
+{
+    first_use_T_one(c, memcpy_us, 0, 0, "gdte_first_use");
+    if (!getenv("GDTEBENCH_FIRST_USE_SWEEP")) return;
+    static const struct {
+        int kib, growth;
+    } v[] = {{8, 4}, {16, 4}, {64, 4}, {8, 2}, {16, 8}, {32, 2}, {1024, 4}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char label[48];
+        snprintf(label, sizeof label, "first_use_c%d_g%d", v[i].kib, v[i].growth);
+        first_use_T_one(c, memcpy_us, (int64_t)v[i].kib << 10, v[i].growth, label);
+    }
 }
 
 /* callcost: the host time of one gdte_pack of a cached 64 KiB face (64 blocks of 1 KiB, 128 KiB
@@ -377,7 +422,8 @@ static void first_use_T(bcase_t *c, double memcpy_us)
 #define CC_BATCH 50
 static void callcost(void)
 {
-    static const char *stage[GDTE_CP_COUNT_] = {"layout", "memkind", "plan", "choose", "launch", "sync", "total"};
+    static const char *stage[GDTE_CP_COUNT_] = {"layout", "memkind", "plan",  "choose",    "launch",
+                                                      "sync",   "total",   "first_copy", "first_queue"};
     gdte_type_h t;
     CK(gdte_type_create_vector(64, 128, 128 * 128, gdte_type_predefined(GDTE_BASIC_DOUBLE), &t));
     CK(gdte_type_commit(t));

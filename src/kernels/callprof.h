@@ -17,6 +17,8 @@ typedef enum {
     GDTE_CP_LAUNCH,     /* the kernel's arguments and its launch (or the async copy) */
     GDTE_CP_SYNC,       /* the wait of the blocking form */
     GDTE_CP_TOTAL,      /* the whole call */
+    GDTE_CP_FIRST_COPY, /* a plan's first use: the host's writes of its runs into the bounce buffer */
+    GDTE_CP_FIRST_QUEUE,/* ... the rest of the first use: cuts, waits, the packs' launches */
     GDTE_CP_COUNT_
 } gdte_cp_stage_t;
 

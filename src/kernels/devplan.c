@@ -503,10 +503,21 @@ void gdte_devplan_unpin(gdte_type_h type, int dev)
  * the pack of the chunk before it (a run is 32 bytes to copy and about 24 ns of packing on an
  * H100 for the triangle's rows) with few kernels in the caller's stream: every kernel boundary
  * there drains the GPU once. */
+static int64_t runs_chunk = RUNS_CHUNK; /* gdte_devplan_tune */
+static int growth = 4;
+
+void gdte_devplan_tune(int64_t runs_chunk_bytes, int g)
+{
+    pthread_mutex_lock(&lock);
+    runs_chunk = runs_chunk_bytes > 0 ? runs_chunk_bytes : RUNS_CHUNK;
+    growth = g >= 1 ? g : 4;
+    pthread_mutex_unlock(&lock);
+}
+
 static int64_t chunk_end(int64_t a, int64_t first, int64_t n, int k)
 {
     int64_t per = first;
-    for (int i = 0; i < k && per < n; i++) per *= 4;
+    for (int i = 0; i < k && per < n; i++) per *= growth;
     if (k == PIPE_MAX_CHUNKS - 1 || per >= n - a || n - a - per < per) return n;
     return a + per;
 }
@@ -563,15 +574,20 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
          * stream cuts it. Chunks grow fourfold (chunk_end), so the first pack starts after one
          * small chunk and the caller's stream runs a few back-to-back kernels with nothing
          * between them. */
-        const int64_t first = RUNS_CHUNK / (int64_t)sizeof(gdte_run_t);
+        int64_t first = runs_chunk / (int64_t)sizeof(gdte_run_t);
+        if (first < 1) first = 1;
+        double tq = 0, tc = 0; /* callprof: host time of the bounce writes, and of the whole loop */
+        if (gdte_callprof_on) tq = gdte_time_now();
         for (int64_t a = 0, b; a < nr; a = b, k++) {
             b = chunk_end(a, first, nr, k);
             /* The first chunk is cut in the caller's stream, right before its pack: nothing
              * waits across streams before the first pack. */
             gdte_stream_t cs = k ? d->copy_stream : stream;
-            if (bh)
+            if (bh) {
+                const double t0 = gdte_callprof_on ? gdte_time_now() : 0;
                 memcpy(bh + a * (int64_t)sizeof *hr, hr + a, (size_t)(b - a) * sizeof *hr);
-            else if ((st = gdte_gpu_memcpy_async((gdte_run_t *)dr + a, hr + a, (size_t)(b - a) * sizeof *hr, cs)) !=
+                if (t0) tc += gdte_time_now() - t0;
+            } else if ((st = gdte_gpu_memcpy_async((gdte_run_t *)dr + a, hr + a, (size_t)(b - a) * sizeof *hr, cs)) !=
                      GDTE_OK)
                 goto fail;
             if ((st = gdte_gpu_expand_units(dr + a, b - a, us, e->dunits, cs)) != GDTE_OK ||
@@ -588,6 +604,10 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
         if ((st = gdte_gpu_stream_wait_event(d->copy_stream, d->events[0])) != GDTE_OK ||
             (bh && (st = bounce_release(d, d->copy_stream)) != GDTE_OK))
             goto fail;
+        if (tq) {
+            gdte_callprof_add(GDTE_CP_FIRST_COPY, tc);
+            gdte_callprof_add(GDTE_CP_FIRST_QUEUE, gdte_time_now() - tq - tc);
+        }
     } else {
         const int64_t first = PIPE_CHUNK / (int64_t)sizeof(gdte_unit_t);
         for (int64_t a = 0, b; a < L->nunits; a = b, k++) {

@@ -39,6 +39,10 @@ void gdte_devplan_get_stats(gdte_devplan_stats_t *stats_p);
 int64_t gdte_devplan_bytes(void);
 int64_t gdte_devplan_uploads(void);
 int64_t gdte_devplan_evictions(void);
+/* Tuning of a first use from runs (bench/pack's first-use sweep): the smallest chunk of runs,
+ * in bytes, and the growth factor of the chunks after it; 0 restores a default. */
+void gdte_devplan_tune(int64_t runs_chunk_bytes, int growth);
+
 /* Drop every cached plan (gdte_finalize; tests). */
 void gdte_devplan_finalize(void);
 #endif
