@@ -341,7 +341,7 @@ static gdte_type_h make_type(const char *name, size_t *user_bytes)
  * (callprof: writing the runs into the bounce buffer, queueing the cuts and packs). Run for the
  * default chunking of the runs (label "gdte_first_use") and, with sweep, for others
  * ("first_use_c<KiB>_g<growth>"): the smallest chunk and the growth of the chunks after it. */
-static void first_use_T_one(bcase_t *c, double memcpy_us, int64_t chunk, int growth, const char *label)
+static void first_use_T_one(bcase_t *c, double memcpy_us, int64_t chunk, int growth, int mode, const char *label)
 {
     double first[5], gpu[5], cached[25], gcached[25], commit_ms[5], fcopy = 0, fqueue = 0;
     int nc = 0;
@@ -350,7 +350,7 @@ static void first_use_T_one(bcase_t *c, double memcpy_us, int64_t chunk, int gro
     gdte_gpu_event_t a, b;
     CK(gdte_gpu_event_create(&a, 1));
     CK(gdte_gpu_event_create(&b, 1));
-    gdte_devplan_tune(chunk, growth);
+    gdte_devplan_tune(chunk, growth, mode);
     for (int trial = 0; trial < 5; trial++) {
         size_t ub;
         double t0 = gdte_time_now();
@@ -385,30 +385,31 @@ static void first_use_T_one(bcase_t *c, double memcpy_us, int64_t chunk, int gro
         }
         gdte_type_free(&t);
     }
-    gdte_devplan_tune(0, 0);
+    gdte_devplan_tune(0, 0, -1);
     CK(gdte_gpu_event_destroy(a));
     CK(gdte_gpu_event_destroy(b));
     double f = median(first, 5), cm = median(cached, nc), cmt = median(commit_ms, 5);
     double gf = median(gpu, 5), gc = median(gcached, nc);
     row("T", label, GDTE_DIR_PACK, c->n, f, memcpy_us);
     if (!strcmp(label, "gdte_first_use")) row("T", "gdte_cached_wall", GDTE_DIR_PACK, c->n, cm, memcpy_us);
-    printf("  T %s (chunk %lld KiB, growth %d): first use %.1f us vs cached %.1f us (host clock, blocking): x%.2f "
+    printf("  T %s (chunk %lld KiB, growth %d, mode %d): first use %.1f us vs cached %.1f us (host clock, blocking): x%.2f "
            "[target <= 1.2]; GPU time %.1f vs %.1f us; host: runs into the bounce buffer %.1f us, queueing %.1f us; "
            "commit (host, not in either) %.1f ms\n",
-           label, (long long)(chunk >> 10), growth, f, cm, f / cm, gf, gc, fcopy, fqueue, cmt);
+           label, (long long)(chunk >> 10), growth, mode, f, cm, f / cm, gf, gc, fcopy, fqueue, cmt);
 }
 
 static void first_use_T(bcase_t *c, double memcpy_us)
 {
-    first_use_T_one(c, memcpy_us, 0, 0, "gdte_first_use");
+    first_use_T_one(c, memcpy_us, 0, 0, -1, "gdte_first_use");
     if (!getenv("GDTEBENCH_FIRST_USE_SWEEP")) return;
+    /* mode: GDTE_DEVPLAN_DMA_RUNS | GDTE_DEVPLAN_URGENT; -1: the default */
     static const struct {
-        int kib, growth;
-    } v[] = {{8, 4}, {16, 4}, {64, 4}, {8, 2}, {16, 8}, {32, 2}, {1024, 4}};
+        int kib, growth, mode;
+    } v[] = {{32, 4, 0}, {32, 4, 1}, {32, 4, 2}, {32, 4, 3}, {8, 4, -1}, {64, 4, -1}, {16, 8, -1}, {1024, 4, -1}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         char label[48];
-        snprintf(label, sizeof label, "first_use_c%d_g%d", v[i].kib, v[i].growth);
-        first_use_T_one(c, memcpy_us, (int64_t)v[i].kib << 10, v[i].growth, label);
+        snprintf(label, sizeof label, "first_use_c%d_g%d_m%d", v[i].kib, v[i].growth, v[i].mode);
+        first_use_T_one(c, memcpy_us, (int64_t)v[i].kib << 10, v[i].growth, v[i].mode, label);
     }
 }
 

@@ -73,6 +73,9 @@ gdte_status_t gdte_gpu_memcpy_peer_async(void *dst, int dst_dev, const void *src
 
 /* Streams and events */
 gdte_status_t gdte_gpu_stream_create(gdte_stream_t *s_p); /* non-blocking stream */
+/* A non-blocking stream of the device's highest priority: its kernels' blocks are dispatched
+ * before those of kernels already queued on ordinary streams. */
+gdte_status_t gdte_gpu_stream_create_urgent(gdte_stream_t *s_p);
 gdte_status_t gdte_gpu_stream_destroy(gdte_stream_t s);
 gdte_status_t gdte_gpu_stream_synchronize(gdte_stream_t s);
 typedef void *gdte_gpu_event_t;

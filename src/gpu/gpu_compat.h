@@ -127,6 +127,8 @@ typedef cudaGraphExec_t hipGraphExec_t;
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamCreateWithPriority cudaStreamCreateWithPriority
+#define hipDeviceGetStreamPriorityRange cudaDeviceGetStreamPriorityRange
 #define hipStreamNonBlocking cudaStreamNonBlocking
 #define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize

@@ -38,6 +38,7 @@ gdte_status_t gdte_gpu_memcpy2d_async(void *d, size_t dp, const void *s, size_t 
 gdte_status_t gdte_gpu_memcpy_peer_async(void *d, int dd, const void *s, int sd, size_t n, gdte_stream_t st)
 { (void)d; (void)dd; (void)s; (void)sd; (void)n; (void)st; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_stream_create(gdte_stream_t *s) { (void)s; return GDTE_ERR_NO_DEVICE; }
+gdte_status_t gdte_gpu_stream_create_urgent(gdte_stream_t *s) { (void)s; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_stream_destroy(gdte_stream_t s) { (void)s; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_stream_synchronize(gdte_stream_t s) { (void)s; return GDTE_OK; }
 gdte_status_t gdte_gpu_event_create(gdte_gpu_event_t *e, int t) { (void)e; (void)t; return GDTE_ERR_NO_DEVICE; }

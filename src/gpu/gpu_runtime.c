@@ -361,6 +361,17 @@ gdte_status_t gdte_gpu_stream_create(gdte_stream_t *s_p)
     return GDTE_OK;
 }
 
+gdte_status_t gdte_gpu_stream_create_urgent(gdte_stream_t *s_p)
+{
+    NEED_DEVICE();
+    int least = 0, greatest = 0;
+    CHECK(hipDeviceGetStreamPriorityRange(&least, &greatest));
+    hipStream_t s;
+    CHECK(hipStreamCreateWithPriority(&s, hipStreamNonBlocking, greatest));
+    *s_p = (gdte_stream_t)s;
+    return GDTE_OK;
+}
+
 gdte_status_t gdte_gpu_stream_destroy(gdte_stream_t s)
 {
     NEED_DEVICE();

@@ -53,6 +53,7 @@
 #define BOUNCE_MIN (256 << 10)   /* first size of the runs' pinned bounce buffer */
 #define BOUNCE_MAX (8 << 20)     /* larger runs cross by copies from pageable memory */
 #define MAX_DEVICES 64
+#define DP_MODE_DEFAULT (GDTE_DEVPLAN_DMA_RUNS | GDTE_DEVPLAN_URGENT)
 
 typedef struct dp_slot dp_slot_t;
 
@@ -87,6 +88,7 @@ typedef struct dp_range {
 
 typedef struct dp_device {
     gdte_stream_t copy_stream;
+    gdte_stream_t urgent_stream; /* highest priority (NULL: none); first uses with DP_URGENT */
     gdte_gpu_event_t events[PIPE_MAX_CHUNKS];
     int ready;
     char *slab[MAX_SLABS];
@@ -244,10 +246,12 @@ static dp_device_t *device_state(int dev)
     dp_device_t *d = &devices[dev];
     if (d->ready) return d;
     if (gdte_gpu_stream_create(&d->copy_stream) != GDTE_OK) return NULL;
+    if (gdte_gpu_stream_create_urgent(&d->urgent_stream) != GDTE_OK) d->urgent_stream = NULL;
     for (int i = 0; i < PIPE_MAX_CHUNKS; i++) {
         if (gdte_gpu_event_create(&d->events[i], 0) != GDTE_OK) {
             while (i-- > 0) gdte_gpu_event_destroy(d->events[i]);
             gdte_gpu_stream_destroy(d->copy_stream);
+            if (d->urgent_stream) gdte_gpu_stream_destroy(d->urgent_stream);
             return NULL;
         }
     }
@@ -505,12 +509,14 @@ void gdte_devplan_unpin(gdte_type_h type, int dev)
  * there drains the GPU once. */
 static int64_t runs_chunk = RUNS_CHUNK; /* gdte_devplan_tune */
 static int growth = 4;
+static int mode = DP_MODE_DEFAULT;
 
-void gdte_devplan_tune(int64_t runs_chunk_bytes, int g)
+void gdte_devplan_tune(int64_t runs_chunk_bytes, int g, int m)
 {
     pthread_mutex_lock(&lock);
     runs_chunk = runs_chunk_bytes > 0 ? runs_chunk_bytes : RUNS_CHUNK;
     growth = g >= 1 ? g : 4;
+    mode = m >= 0 ? m : DP_MODE_DEFAULT;
     pthread_mutex_unlock(&lock);
 }
 
@@ -536,9 +542,11 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
     char *bh = NULL;           /* runs: the bounce buffer, host side ... */
     const gdte_run_t *dr = NULL; /* ... and where the cutting kernel reads them */
     if (nr && d && bounce_take(d, (size_t)nr * sizeof *hr, &bh, &dr) != GDTE_OK) bh = NULL;
-    gdte_status_t st = entry_new(s, dev, L->nunits, nr && !bh ? nr : 0, &e);
+    const int dma = (mode & GDTE_DEVPLAN_DMA_RUNS) != 0;
+    gdte_status_t st = entry_new(s, dev, L->nunits, nr && (!bh || dma) ? nr : 0, &e);
     if (st != GDTE_OK) return st;
-    if (nr && !bh) dr = (const gdte_run_t *)(e->dunits + L->nunits); /* runs copied behind the units */
+    gdte_run_t *druns = nr && (!bh || dma) ? (gdte_run_t *)(e->dunits + L->nunits) : NULL; /* behind the units */
+    if (nr && !bh) dr = druns;
     /* Pipelined: units of at least PIPE_MIN bytes, or runs of at least RUNS_PIPE_MIN bytes. */
     const int pipe = d && (nr ? nr * (int64_t)sizeof(gdte_run_t) >= RUNS_PIPE_MIN : e->bytes >= PIPE_MIN);
     gdte_gpu_exec_opts_t o;
@@ -567,6 +575,10 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
         return GDTE_OK;
     }
     int k = 0;
+    /* The stream of the later chunks' uploads and cuts: the urgent one dispatches a cut's blocks
+     * ahead of the pack blocks already queued (GDTE_DEVPLAN_URGENT). */
+    gdte_stream_t cps = d ? d->copy_stream : NULL;
+    if (d && (mode & GDTE_DEVPLAN_URGENT) && d->urgent_stream) cps = d->urgent_stream;
     if (nr) {
         /* Runs in chunks, each cut into its units on the copy stream (read from the bounce
          * buffer, or copied from pageable memory first); the caller's stream packs chunk k once
@@ -582,15 +594,26 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
             b = chunk_end(a, first, nr, k);
             /* The first chunk is cut in the caller's stream, right before its pack: nothing
              * waits across streams before the first pack. */
-            gdte_stream_t cs = k ? d->copy_stream : stream;
+            gdte_stream_t cs = k ? cps : stream;
+            const gdte_run_t *src = dr;
             if (bh) {
                 const double t0 = gdte_callprof_on ? gdte_time_now() : 0;
                 memcpy(bh + a * (int64_t)sizeof *hr, hr + a, (size_t)(b - a) * sizeof *hr);
                 if (t0) tc += gdte_time_now() - t0;
+                /* Later chunks: the copy engine brings the runs into device memory (beside the
+                 * pack of the chunk before, which holds every SM), and the cut reads them there,
+                 * not over the bus: a cut reading the bounce buffer ran 20-40 us on the critical
+                 * path (bench/pack T, H200). */
+                if (k && druns) {
+                    if ((st = gdte_gpu_memcpy_async(druns + a, bh + a * (int64_t)sizeof *hr,
+                                                    (size_t)(b - a) * sizeof *hr, cs)) != GDTE_OK)
+                        goto fail;
+                    src = druns;
+                }
             } else if ((st = gdte_gpu_memcpy_async((gdte_run_t *)dr + a, hr + a, (size_t)(b - a) * sizeof *hr, cs)) !=
                      GDTE_OK)
                 goto fail;
-            if ((st = gdte_gpu_expand_units(dr + a, b - a, us, e->dunits, cs)) != GDTE_OK ||
+            if ((st = gdte_gpu_expand_units(src + a, b - a, us, e->dunits, cs)) != GDTE_OK ||
                 (st = gdte_gpu_event_record(d->events[k], cs)) != GDTE_OK ||
                 (k && (st = gdte_gpu_stream_wait_event(stream, d->events[k])) != GDTE_OK))
                 goto fail;
@@ -601,8 +624,8 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
         }
         /* The copy stream waits for the first chunk's cut (events[0], in the caller's stream):
          * past that and its own last cut, every unit is in place and the runs are read. */
-        if ((st = gdte_gpu_stream_wait_event(d->copy_stream, d->events[0])) != GDTE_OK ||
-            (bh && (st = bounce_release(d, d->copy_stream)) != GDTE_OK))
+        if ((st = gdte_gpu_stream_wait_event(cps, d->events[0])) != GDTE_OK ||
+            (bh && (st = bounce_release(d, cps)) != GDTE_OK))
             goto fail;
         if (tq) {
             gdte_callprof_add(GDTE_CP_FIRST_COPY, tc);
@@ -612,9 +635,9 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
         const int64_t first = PIPE_CHUNK / (int64_t)sizeof(gdte_unit_t);
         for (int64_t a = 0, b; a < L->nunits; a = b, k++) {
             b = chunk_end(a, first, L->nunits, k);
-            if ((st = gdte_gpu_memcpy_async(e->dunits + a, hu + a, (size_t)(b - a) * sizeof(gdte_unit_t),
-                                            d->copy_stream)) != GDTE_OK ||
-                (st = gdte_gpu_event_record(d->events[k], d->copy_stream)) != GDTE_OK ||
+            if ((st = gdte_gpu_memcpy_async(e->dunits + a, hu + a, (size_t)(b - a) * sizeof(gdte_unit_t), cps)) !=
+                    GDTE_OK ||
+                (st = gdte_gpu_event_record(d->events[k], cps)) != GDTE_OK ||
                 (st = gdte_gpu_stream_wait_event(stream, d->events[k])) != GDTE_OK)
                 goto fail;
             o.unit_lo = a;
@@ -626,7 +649,7 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
     }
     /* The units are complete once the copy stream has passed its last chunk. */
     if ((st = gdte_gpu_event_create(&e->ready, 0)) != GDTE_OK ||
-        (st = gdte_gpu_event_record(e->ready, d->copy_stream)) != GDTE_OK)
+        (st = gdte_gpu_event_record(e->ready, cps)) != GDTE_OK)
         goto fail;
     entry_publish(s, e);
     return GDTE_OK;
@@ -737,6 +760,7 @@ void gdte_devplan_finalize(void)
             if (d->ready) {
                 for (int k = 0; k < PIPE_MAX_CHUNKS; k++) gdte_gpu_event_destroy(d->events[k]);
                 gdte_gpu_stream_destroy(d->copy_stream);
+                if (d->urgent_stream) gdte_gpu_stream_destroy(d->urgent_stream);
             }
             if (d->bounce_done) {
                 gdte_gpu_event_synchronize(d->bounce_done);

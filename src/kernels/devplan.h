@@ -40,8 +40,11 @@ int64_t gdte_devplan_bytes(void);
 int64_t gdte_devplan_uploads(void);
 int64_t gdte_devplan_evictions(void);
 /* Tuning of a first use from runs (bench/pack's first-use sweep): the smallest chunk of runs,
- * in bytes, and the growth factor of the chunks after it; 0 restores a default. */
-void gdte_devplan_tune(int64_t runs_chunk_bytes, int growth);
+ * in bytes, the growth factor of the chunks after it (0: the defaults), and `mode` (-1: the
+ * default), a mask of: */
+#define GDTE_DEVPLAN_DMA_RUNS 1 /* later chunks' runs copied to device memory before their cut */
+#define GDTE_DEVPLAN_URGENT 2   /* later chunks uploaded and cut on a highest-priority stream */
+void gdte_devplan_tune(int64_t runs_chunk_bytes, int growth, int mode);
 
 /* Drop every cached plan (gdte_finalize; tests). */
 void gdte_devplan_finalize(void);

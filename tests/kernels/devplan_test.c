@@ -33,13 +33,19 @@ gdte_status_t gdte_gpu_free(void *ptr)
     free(ptr);
     return GDTE_OK;
 }
+static int64_t bounce_copies; /* copies out of the bounce buffer (GDTE_DEVPLAN_DMA_RUNS) */
+static char *bounce_mem;
+static size_t bounce_size;
 gdte_status_t gdte_gpu_memcpy_async(void *dst, const void *src, size_t size, gdte_stream_t s)
 {
     (void)s;
+    if (bounce_mem && (const char *)src >= bounce_mem && (const char *)src + size <= bounce_mem + bounce_size)
+        bounce_copies++;
     memcpy(dst, src, size);
     return GDTE_OK;
 }
 gdte_status_t gdte_gpu_stream_create(gdte_stream_t *s_p) { return (*s_p = malloc(1)) ? GDTE_OK : GDTE_ERR_NO_MEMORY; }
+gdte_status_t gdte_gpu_stream_create_urgent(gdte_stream_t *s_p) { return gdte_gpu_stream_create(s_p); }
 gdte_status_t gdte_gpu_stream_destroy(gdte_stream_t s)
 {
     free(s);
@@ -63,8 +69,6 @@ gdte_status_t gdte_gpu_stream_wait_event(gdte_stream_t s, gdte_gpu_event_t e) { 
 gdte_status_t gdte_gpu_device_synchronize(void) { return GDTE_OK; }
 /* Pinned mapped memory (the runs' bounce buffer): plain memory here, refused while bounce_off. */
 static int bounce_off;
-static char *bounce_mem;
-static size_t bounce_size;
 gdte_status_t gdte_gpu_host_alloc(void **ptr_p, size_t size, int mapped)
 {
     if (bounce_off || !mapped) return GDTE_ERR_NO_MEMORY;
@@ -268,9 +272,12 @@ static void test_first_use(void)
     gdte_type_free(&t);
 }
 
-static void test_first_use_runs(int bounce)
+/* mode: gdte_devplan_tune's (-1: the default) */
+static void test_first_use_runs(int bounce, int mode)
 {
     bounce_off = !bounce;
+    gdte_devplan_tune(0, 0, mode);
+    const int dma = (mode < 0 ? GDTE_DEVPLAN_DMA_RUNS | GDTE_DEVPLAN_URGENT : mode) & GDTE_DEVPLAN_DMA_RUNS;
     /* Long irregular blocks: the engine keeps runs, and >= 64 KiB of them cross in chunks, each
      * cut into units before its part of the pack. 3000 blocks of 800 doubles. */
     const int64_t nb = 3000;
@@ -301,17 +308,21 @@ static void test_first_use_runs(int bounce)
     if (!user || !got || !want) exit(2);
     for (size_t i = 0; i < ub; i++) user[i] = (char)(i * 131 + 7);
     gdte_host_exec(&H, GDTE_DIR_PACK, user, want, 0, H.total);
-    int64_t u0 = stats().uploads, e0 = execs, c0 = chunk_calls, b0 = bounce_reads, o0 = other_reads;
+    int64_t u0 = stats().uploads, e0 = execs, c0 = chunk_calls, b0 = bounce_reads, o0 = other_reads,
+            k0 = bounce_copies;
     memset(got, 0, (size_t)L.total);
     OK(gdte_devplan_exec(t, &L, GDTE_DIR_PACK, user, got, 0, L.total, NULL, 0));
     CHECK(stats().uploads == u0 + 1 && execs == e0 + 1, "first use from runs: one upload, one pack");
-    /* With pinned mapped memory the cutting kernel reads every run from the bounce buffer;
-     * without, from the copies behind the units. */
-    CHECK(bounce ? bounce_reads - b0 == chunk_calls - c0 && other_reads == o0
-                 : bounce_reads == b0 && other_reads - o0 == chunk_calls - c0,
-          "first use from runs (bounce %s): %lld cut(s) from the bounce buffer, %lld from elsewhere, %lld chunk(s)",
-          bounce ? "on" : "off", (long long)(bounce_reads - b0), (long long)(other_reads - o0),
-          (long long)(chunk_calls - c0));
+    /* With pinned mapped memory the first cut reads its runs from the bounce buffer, and so do
+     * the later ones unless DMA_RUNS has the copy engine bring theirs into device memory first
+     * (one copy out of the bounce buffer per later chunk); without, every cut reads the copies
+     * behind the units. */
+    const int64_t nch = chunk_calls - c0, nb_ = bounce_reads - b0, no_ = other_reads - o0, nk = bounce_copies - k0;
+    CHECK(bounce ? (dma ? nb_ == 1 && no_ == nch - 1 && nk == nch - 1 : nb_ == nch && no_ == 0 && nk == 0)
+                 : nb_ == 0 && no_ == nch && nk == 0,
+          "first use from runs (bounce %s, mode %d): %lld cut(s) from the bounce buffer, %lld from elsewhere, %lld "
+          "copies out of it, %lld chunk(s)",
+          bounce ? "on" : "off", mode, (long long)nb_, (long long)no_, (long long)nk, (long long)nch);
     CHECK(chunk_calls - c0 >= 2, "first use from %lld runs: %lld chunk(s), expected several", (long long)nr,
           (long long)(chunk_calls - c0));
     CHECK(!chunk_errors, "first use from runs: %lld chunk(s) out of order or run before their units were cut",
@@ -322,6 +333,7 @@ static void test_first_use_runs(int bounce)
     free(got);
     free(want);
     gdte_type_free(&t);
+    gdte_devplan_tune(0, 0, -1);
 }
 
 int main(void)
@@ -329,9 +341,12 @@ int main(void)
     test_lru();
     test_coalesce();
     test_first_use();
-    test_first_use_runs(0); /* first: once made, the bounce buffer stays */
-    test_first_use_runs(1);
-    test_first_use_runs(1); /* the bounce buffer again, after its first use */
+    test_first_use_runs(0, -1); /* first: once made, the bounce buffer stays */
+    test_first_use_runs(1, -1);
+    test_first_use_runs(1, -1); /* the bounce buffer again, after its first use */
+    test_first_use_runs(1, 0);  /* every cut reading the bounce buffer */
+    test_first_use_runs(1, GDTE_DEVPLAN_DMA_RUNS);
+    test_first_use_runs(1, GDTE_DEVPLAN_URGENT);
     gdte_devplan_finalize();
     if (failures) {
         printf("devplan: %d failures\n", failures);
