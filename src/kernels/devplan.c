@@ -53,7 +53,7 @@
 #define BOUNCE_MIN (256 << 10)   /* first size of the runs' pinned bounce buffer */
 #define BOUNCE_MAX (8 << 20)     /* larger runs cross by copies from pageable memory */
 #define MAX_DEVICES 64
-#define DP_MODE_DEFAULT (GDTE_DEVPLAN_DMA_RUNS | GDTE_DEVPLAN_URGENT)
+#define DP_MODE_DEFAULT 0 /* bench/pack T on an H200: neither mode shortened a first use (1.26-1.27x of cached in all four) */
 
 typedef struct dp_slot dp_slot_t;
 
@@ -600,10 +600,10 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
                 const double t0 = gdte_callprof_on ? gdte_time_now() : 0;
                 memcpy(bh + a * (int64_t)sizeof *hr, hr + a, (size_t)(b - a) * sizeof *hr);
                 if (t0) tc += gdte_time_now() - t0;
-                /* Later chunks: the copy engine brings the runs into device memory (beside the
-                 * pack of the chunk before, which holds every SM), and the cut reads them there,
-                 * not over the bus: a cut reading the bounce buffer ran 20-40 us on the critical
-                 * path (bench/pack T, H200). */
+                /* Later chunks, with DMA_RUNS: the copy engine brings the runs into device
+                 * memory and the cut reads them there, not over the bus. Not the default: on an
+                 * H200 (bench/pack T's sweep) a first use took 1.26-1.27x of the cached pack with
+                 * or without it, and with or without the urgent stream. */
                 if (k && druns) {
                     if ((st = gdte_gpu_memcpy_async(druns + a, bh + a * (int64_t)sizeof *hr,
                                                     (size_t)(b - a) * sizeof *hr, cs)) != GDTE_OK)

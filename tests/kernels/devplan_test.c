@@ -277,7 +277,7 @@ static void test_first_use_runs(int bounce, int mode)
 {
     bounce_off = !bounce;
     gdte_devplan_tune(0, 0, mode);
-    const int dma = (mode < 0 ? GDTE_DEVPLAN_DMA_RUNS | GDTE_DEVPLAN_URGENT : mode) & GDTE_DEVPLAN_DMA_RUNS;
+    const int dma = (mode < 0 ? 0 /* the default mode */ : mode) & GDTE_DEVPLAN_DMA_RUNS;
     /* Long irregular blocks: the engine keeps runs, and >= 64 KiB of them cross in chunks, each
      * cut into units before its part of the pack. 3000 blocks of 800 doubles. */
     const int64_t nb = 3000;
