@@ -19,7 +19,7 @@
  * buffer, and compares every byte of its allocation, gaps and margins included. A truncated
  * receive must end in MPI_ERR_TRUNCATE with no byte outside the receive type's map changed.
  *
- * Usage: random_test [--cases N] [--seed S] [--first K] [--max-bytes B] [--verbose]
+ * Usage: random_test [--cases N] [--seed S] [--first K] [--max-bytes B] [--verbose] [--kinds]
  * Rank 0 and 1 exchange; further ranks only take part in the closing reduction.
  */
 #include <stdarg.h>
@@ -289,33 +289,90 @@ typedef struct {
     size_t len;
     unsigned char *buf;   /* what the MPI call gets (may lie outside the allocation) */
     int64_t lo;
+    int kind;             /* --kinds: which allocator (rbuf_make_kind) */
 } rbuf_t;
 
-static void rbuf_make(rbuf_t *b, int dev, MPI_Datatype t, int count)
+/* --kinds (cuda mode): the buffers come from every allocator an application may use. Device:
+ * cudaMalloc, cudaMallocManaged, cudaMallocAsync (a stream-ordered pool, which CUDA IPC cannot
+ * export); host: malloc, cudaMallocHost (pinned), malloc + cudaHostRegister. Picked per buffer
+ * by the case number. Elsewhere (fake mode, or without the option) cudaMalloc and malloc. */
+static int kinds;
+static int64_t n_kind[2][3];
+static int (*k_malloc_async)(void **, size_t, void *), (*k_free_async)(void *, void *), (*k_stream_sync)(void *);
+static int (*k_malloc_host)(void **, size_t), (*k_free_host)(void *);
+static int (*k_host_register)(void *, size_t, unsigned), (*k_host_unregister)(void *);
+static void kinds_init(void)
+{
+    if (!kinds || !mt_cuda()) {
+        kinds = 0;
+        return;
+    }
+    k_malloc_async = (int (*)(void **, size_t, void *))dlsym(RTLD_DEFAULT, "cudaMallocAsync");
+    k_free_async = (int (*)(void *, void *))dlsym(RTLD_DEFAULT, "cudaFreeAsync");
+    k_stream_sync = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaStreamSynchronize");
+    k_malloc_host = (int (*)(void **, size_t))dlsym(RTLD_DEFAULT, "cudaMallocHost");
+    k_free_host = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaFreeHost");
+    k_host_register = (int (*)(void *, size_t, unsigned))dlsym(RTLD_DEFAULT, "cudaHostRegister");
+    k_host_unregister = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaHostUnregister");
+    MT_CHECK(k_malloc_async && k_free_async && k_stream_sync && k_malloc_host && k_free_host && k_host_register &&
+                 k_host_unregister,
+             "--kinds: the CUDA runtime's allocators not found");
+}
+
+static void rbuf_make_kind(rbuf_t *b, int dev, MPI_Datatype t, int count, int kind)
 {
     int64_t lo, hi;
     span(t, count, &lo, &hi);
     b->dev = dev;
     b->lo = lo;
     b->len = (size_t)(hi - lo) + 2 * MARGIN;
-    b->alloc = dev ? mt_devmem_alloc(b->len) : malloc(b->len);
+    b->kind = kinds ? kind : 0;
+    void *p = NULL;
+    switch (dev * 3 + b->kind) {
+    case 0: p = malloc(b->len); break;
+    case 1: MT_CHECK(k_malloc_host(&p, b->len) == 0 && p, "cudaMallocHost %zu", b->len); break;
+    case 2:
+        p = malloc(b->len);
+        MT_CHECK(p && k_host_register(p, b->len, 0) == 0, "cudaHostRegister %zu", b->len);
+        break;
+    case 3: p = mt_devmem_alloc(b->len); break;
+    case 4: p = mt_dev_alloc(b->len); break;
+    default:
+        MT_CHECK(k_malloc_async(&p, b->len, NULL) == 0 && p && k_stream_sync(NULL) == 0, "cudaMallocAsync %zu", b->len);
+        break;
+    }
+    n_kind[dev][b->kind]++;
+    b->alloc = p;
     b->host = malloc(b->len);
     b->buf = b->alloc + MARGIN - lo;
 }
 static void rbuf_upload(rbuf_t *b)
 {
-    if (b->dev) mt_put(b->alloc, b->host, b->len);
+    if (b->dev || b->kind) mt_put(b->alloc, b->host, b->len);
     else memcpy(b->alloc, b->host, b->len);
 }
 static void rbuf_download(rbuf_t *b)
 {
-    if (b->dev) mt_get(b->host, b->alloc, b->len);
+    if (b->dev || b->kind) mt_get(b->host, b->alloc, b->len);
     else memcpy(b->host, b->alloc, b->len);
 }
 static void rbuf_free(rbuf_t *b)
 {
-    if (b->dev) mt_devmem_free(b->alloc);
-    else free(b->alloc);
+    switch (b->dev * 3 + b->kind) {
+    case 0: free(b->alloc); break;
+    case 1: k_free_host(b->alloc); break;
+    case 2:
+        k_host_unregister(b->alloc);
+        free(b->alloc);
+        break;
+    case 3: mt_devmem_free(b->alloc); break;
+    case 4: mt_dev_free(b->alloc); break;
+    default:
+        mt_cuda_sync();
+        k_free_async(b->alloc, NULL);
+        k_stream_sync(NULL);
+        break;
+    }
     free(b->host);
 }
 
@@ -422,8 +479,8 @@ static void run_case(uint64_t seed, int64_t k)
 
     rbuf_t sb = {0}, rb = {0};
     int me_send = mt_rank == sender, me_recv = mt_rank == receiver;
-    rbuf_make(&sb, me_send ? sdev : 0, st.t, sc);
-    rbuf_make(&rb, me_recv ? rdev : 0, rt, rcount);
+    rbuf_make_kind(&sb, me_send ? sdev : 0, st.t, sc, (int)((k * 7 + 1) % 3));
+    rbuf_make_kind(&rb, me_recv ? rdev : 0, rt, rcount, (int)((k * 5 + 2) / 3 % 3));
     if (mode == 1) n_outside += sb.buf < sb.alloc || sb.buf >= sb.alloc + sb.len;
     /* The sender's data: seeded bytes over the whole allocation (both ranks build it). */
     mt_fill(sb.host, sb.len, (unsigned)(seed ^ (uint64_t)k));
@@ -645,10 +702,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--first") && i + 1 < argc) first = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--verbose")) verbose = 1;
+        else if (!strcmp(argv[i], "--kinds")) kinds = 1;
         else if (!strcmp(argv[i], "--node-units") && i + 1 < argc) node_units = !strcmp(argv[++i], "yes") ? 1 : 0;
     }
     const char *env = getenv("GDTETEST_CASES");
     if (env && *env) cases = atoll(env);
+    kinds_init();
     if (mt_size < 2) return mt_finish("random_test");
     if (mt_rank < 2)
         for (int64_t k = first; k < first + cases; k++) run_case(seed, k);
@@ -659,6 +718,11 @@ int main(int argc, char **argv)
                "MPI_BOTTOM, %ld with buf outside the allocation; %ld skipped (the MPI contradicts its own bounds)\n",
                (unsigned long long)seed, n_cases, n_pair[0], n_pair[1], n_pair[2], n_pair[3], n_trunc, n_bottom,
                n_outside, n_skipped);
+    if (kinds && mt_rank == 0)
+        printf("random_test --kinds (rank 0's buffers): host malloc %lld, cudaMallocHost %lld, cudaHostRegister %lld; "
+               "device cudaMalloc %lld, cudaMallocManaged %lld, cudaMallocAsync %lld\n",
+               (long long)n_kind[0][0], (long long)n_kind[0][1], (long long)n_kind[0][2], (long long)n_kind[1][0],
+               (long long)n_kind[1][1], (long long)n_kind[1][2]);
     check_node_units();
     return mt_finish("random_test");
 }
