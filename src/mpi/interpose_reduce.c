@@ -33,6 +33,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "interpose_reduce.h"
 #include "import.h"
 #include "xfer.h"
@@ -105,6 +106,8 @@ typedef struct red_side {
     gdte_stage_t *mirror;
     gdte_stage_t *packed; /* the packed stream, for a datatype that is not dense */
     void *base;          /* what the MPI is given: the mirror laid out as `user` */
+    void *scratch;       /* red_ctx_t.bad: a fresh anonymous mapping of the span, and its length */
+    size_t scratch_len;
 } red_side_t;
 
 typedef struct red_ctx {
@@ -118,9 +121,11 @@ typedef struct red_ctx {
      * takes part in the MPI's reduction (the others cannot know, and would wait for it forever)
      * on zeroed host scratch of the call's datatype and count, so that the MPI's checks of the
      * (operation, datatype) pair see the application's call; nothing of the application's
-     * buffers is read or written, and each completion reports MPI_ERR_BUFFER. A datatype whose
-     * span is too large for scratch (RED_BAD_SPAN_MAX: MPI_BOTTOM addresses in host and device
-     * memory far apart) is still refused before the call. */
+     * buffers is read or written, and each completion reports MPI_ERR_BUFFER. The scratch is a
+     * fresh anonymous mapping of the datatype's span, whose pages cost nothing until the MPI
+     * touches them (a span of MPI_BOTTOM addresses in host and device memory far apart is
+     * terabytes of address space, a few pages of memory); only a mapping the system refuses
+     * leaves the process out (MPI_ERR_BUFFER before the call). */
     const char *bad;
 } red_ctx_t;
 
@@ -160,12 +165,17 @@ static gdte_status_t side_stage_in(red_ctx_t *c, red_side_t *sd, int copy)
     int64_t n = sd->in > sd->out ? sd->in : sd->out;
     int64_t lo, bytes, pbytes;
     if (c->bad) {
-        /* Zeroed scratch (pooled staging: no other call's bytes reach the MPI or user ops). */
+        /* Zeroed scratch: a new mapping (no other call's bytes reach the MPI or user ops). */
         span_of(&c->info, n, &lo, &bytes);
-        gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)(bytes > 0 ? bytes : 1), &sd->mirror);
-        if (st != GDTE_OK) return st;
-        memset(sd->mirror->ptr, 0, (size_t)bytes);
-        sd->base = (void *)((uintptr_t)sd->mirror->ptr - (uintptr_t)lo);
+        size_t len = (size_t)(bytes > 0 ? bytes : 1);
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) {
+            gdte_error("%s: no %zu bytes of address space for the scratch of a partly host buffer", c->fn, len);
+            return GDTE_ERR_MEMORY_KIND;
+        }
+        sd->scratch = m;
+        sd->scratch_len = len;
+        sd->base = (void *)((uintptr_t)m - (uintptr_t)lo);
         return GDTE_OK;
     }
     span_of(&c->info, n, &lo, &bytes);
@@ -199,6 +209,8 @@ static gdte_status_t side_stage_out(red_ctx_t *c, red_side_t *sd)
 
 static void side_release(red_side_t *sd)
 {
+    if (sd->scratch) munmap(sd->scratch, sd->scratch_len);
+    sd->scratch = NULL;
     if (sd->mirror) gdte_stage_release(sd->mirror);
     if (sd->packed) gdte_stage_release(sd->packed);
     sd->mirror = sd->packed = NULL;
@@ -213,15 +225,12 @@ static void ctx_free(red_ctx_t *c)
     free(c);
 }
 
-/* The most scratch a process with a partly host buffer takes part with (red_ctx_t.bad). */
-#define RED_BAD_SPAN_MAX ((int64_t)64 << 20)
-
 /* What the MPI is given for the send (recv 0) or receive side: the mirror, or the application's
  * pointer. */
 static void *side_arg(const red_ctx_t *c, int recv, const void *user)
 {
     const red_side_t *sd = c ? (recv ? &c->r : &c->s) : NULL;
-    return (void *)(sd && sd->mirror ? sd->base : user);
+    return (void *)(sd && (sd->mirror || sd->scratch) ? sd->base : user);
 }
 
 /* The kind of `n` elements at `b` (HOST when the MPI will not touch them). */
@@ -274,10 +283,8 @@ static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const voi
     if (st == GDTE_OK && c->bad) {
         /* Every side the MPI touches gets scratch, the host one too (the MPI must not write the
          * application's host buffer either). */
-        int64_t n = s_in > r_in ? s_in : r_in, lo, span;
+        int64_t n = s_in > r_in ? s_in : r_in;
         if (r_out > n) n = r_out;
-        span_of(&c->info, n, &lo, &span);
-        if (span > RED_BAD_SPAN_MAX) st = GDTE_ERR_MEMORY_KIND; /* no scratch to take part with */
         sk = sbuf != MPI_IN_PLACE && s_in > 0 ? GDTE_IPO_MIXED : GDTE_IPO_HOST;
         rk = r_in > 0 || r_out > 0 ? GDTE_IPO_MIXED : GDTE_IPO_HOST;
     }

@@ -752,6 +752,29 @@ static void check_partial(void)
     }
     if (gdte_fake_device_unregister && !mt_cuda()) gdte_fake_device_unregister(hd);
     free(hd);
+    /* A partly host reduction buffer of more than 64 MiB (refused before the call at 0458fc3,
+     * and the others waited): the refusing process takes part on zeroed scratch as above. */
+    if (!mt_cuda()) {
+        const int64_t n = ((int64_t)65 << 20) / (int64_t)sizeof(int);
+        int *big = malloc((size_t)n * sizeof(int)), *in = malloc((size_t)n * sizeof(int));
+        MT_CHECK(big && in, "no memory for the 65 MiB case");
+        for (int64_t i = 0; i < n; i++) big[i] = in[i] = (int)(i % 1000) + 1;
+        if (bad && gdte_fake_device_register) gdte_fake_device_register(big, 4096);
+        int e = bad ? MPI_Allreduce(MPI_IN_PLACE, big, (int)n, MPI_INT, MPI_SUM, wdup)
+                    : MPI_Allreduce(in, big, (int)n, MPI_INT, MPI_SUM, wdup);
+        int want = bad && mt_expect_gdte() && !gpu_aware_env() ? MPI_ERR_BUFFER : MPI_SUCCESS;
+        MT_CHECK(mt_eclass(e) == want, "partly host 65 MiB Allreduce on rank %d: class %d, want %d", mt_rank,
+                 mt_eclass(e), want);
+        if (bad && gdte_fake_device_unregister) gdte_fake_device_unregister(big);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int v = (int)(i % 1000) + 1, w = bad ? (want == MPI_SUCCESS ? v * mt_size : v) : v * (mt_size - refused);
+            wrong += big[i] != w;
+        }
+        MT_CHECK(!wrong, "partly host 65 MiB Allreduce: %lld wrong elements on rank %d", (long long)wrong, mt_rank);
+        free(big);
+        free(in);
+    }
     MPI_Type_free(&m0);
     MPI_Type_free(&mixed);
     mt_dev_free(d);
