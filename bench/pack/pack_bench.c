@@ -402,10 +402,10 @@ static void first_use_T(bcase_t *c, double memcpy_us)
 {
     first_use_T_one(c, memcpy_us, 0, 0, -1, "gdte_first_use");
     if (!getenv("GDTEBENCH_FIRST_USE_SWEEP")) return;
-    /* mode: GDTE_DEVPLAN_DMA_RUNS | GDTE_DEVPLAN_URGENT; -1: the default */
+    /* mode: GDTE_DEVPLAN_DMA_RUNS | GDTE_DEVPLAN_URGENT | GDTE_DEVPLAN_ONE_STREAM; -1: the default */
     static const struct {
         int kib, growth, mode;
-    } v[] = {{32, 4, 0}, {32, 4, 1}, {32, 4, 2}, {32, 4, 3}, {8, 4, -1}, {64, 4, -1}, {16, 8, -1}, {1024, 4, -1}};
+    } v[] = {{32, 4, 0}, {32, 4, 4}, {32, 4, 5}, {8, 4, 4}, {16, 4, 4}, {64, 4, 4}, {8, 8, 4}, {32, 2, 4}, {32, 4, 1}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         char label[48];
         snprintf(label, sizeof label, "first_use_c%d_g%d_m%d", v[i].kib, v[i].growth, v[i].mode);

@@ -579,6 +579,8 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
      * ahead of the pack blocks already queued (GDTE_DEVPLAN_URGENT). */
     gdte_stream_t cps = d ? d->copy_stream : NULL;
     if (d && (mode & GDTE_DEVPLAN_URGENT) && d->urgent_stream) cps = d->urgent_stream;
+    if (nr && (mode & GDTE_DEVPLAN_ONE_STREAM)) cps = stream; /* cut k+1 queued behind pack k */
+    const int one = cps == stream;
     if (nr) {
         /* Runs in chunks, each cut into its units on the copy stream (read from the bounce
          * buffer, or copied from pageable memory first); the caller's stream packs chunk k once
@@ -614,8 +616,8 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
                      GDTE_OK)
                 goto fail;
             if ((st = gdte_gpu_expand_units(src + a, b - a, us, e->dunits, cs)) != GDTE_OK ||
-                (st = gdte_gpu_event_record(d->events[k], cs)) != GDTE_OK ||
-                (k && (st = gdte_gpu_stream_wait_event(stream, d->events[k])) != GDTE_OK))
+                (!one && (st = gdte_gpu_event_record(d->events[k], cs)) != GDTE_OK) ||
+                (!one && k && (st = gdte_gpu_stream_wait_event(stream, d->events[k])) != GDTE_OK))
                 goto fail;
             o.unit_lo = hr[a].first_unit;
             o.unit_hi = b < nr ? hr[b].first_unit : L->nunits;
@@ -624,7 +626,7 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
         }
         /* The copy stream waits for the first chunk's cut (events[0], in the caller's stream):
          * past that and its own last cut, every unit is in place and the runs are read. */
-        if ((st = gdte_gpu_stream_wait_event(cps, d->events[0])) != GDTE_OK ||
+        if ((!one && (st = gdte_gpu_stream_wait_event(cps, d->events[0])) != GDTE_OK) ||
             (bh && (st = bounce_release(d, cps)) != GDTE_OK))
             goto fail;
         if (tq) {

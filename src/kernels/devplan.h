@@ -44,6 +44,7 @@ int64_t gdte_devplan_evictions(void);
  * default), a mask of: */
 #define GDTE_DEVPLAN_DMA_RUNS 1 /* later chunks' runs copied to device memory before their cut */
 #define GDTE_DEVPLAN_URGENT 2   /* later chunks uploaded and cut on a highest-priority stream */
+#define GDTE_DEVPLAN_ONE_STREAM 4 /* every chunk cut in the caller's stream, behind the pack before */
 void gdte_devplan_tune(int64_t runs_chunk_bytes, int growth, int mode);
 
 /* Drop every cached plan (gdte_finalize; tests). */

@@ -347,6 +347,8 @@ int main(void)
     test_first_use_runs(1, 0);  /* every cut reading the bounce buffer */
     test_first_use_runs(1, GDTE_DEVPLAN_DMA_RUNS);
     test_first_use_runs(1, GDTE_DEVPLAN_URGENT);
+    test_first_use_runs(1, GDTE_DEVPLAN_ONE_STREAM);
+    test_first_use_runs(1, GDTE_DEVPLAN_ONE_STREAM | GDTE_DEVPLAN_DMA_RUNS);
     gdte_devplan_finalize();
     if (failures) {
         printf("devplan: %d failures\n", failures);
