@@ -1195,6 +1195,11 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         unsigned char bytes[GDTE_IPO_MARK_BYTES];
         st = gdte_xfer_pack_to_host(buf, count, type, fake, bytes, 0, nbytes);
         *rc_p = st != GDTE_OK ? gdte_ipo_fail(comm, fn, st) : send_inline(mode, nc, bytes, dest, tag, comm, req);
+        if (*rc_p == MPI_SUCCESS) {
+            /* A device message packed by gdte, its bytes inside the announcement. */
+            gdte_ipo_cnt_g.sends++;
+            gdte_ipo_cnt_g.bytes_packed += nbytes;
+        }
         return 1;
     }
     /* Buffered sends complete without the receiver: they keep the MPI_PACKED path. Small
