@@ -31,7 +31,9 @@
  * against the all-host result byte for byte (MPI_Pack_size too; an outsize too small gives the
  * host's error class).
  *
- * Usage: outside_dtpool_test [--seed S] [--cases N] [--only xchg|trunc|pack] [--verbose]
+ * Fixed regressions first: (h)vectors of stride -1 byte, which Open MPI reads its own way.
+ *
+ * Usage: outside_dtpool_test [--seed S] [--cases N] [--only regress|xchg|trunc|pack] [--verbose]
  */
 #include <stddef.h>
 #include "mpitest.h"
@@ -715,6 +717,41 @@ static void pool_exchanges(int ncases)
     }
 }
 
+/* ---- fixed regressions -------------------------------------------------------------------- */
+
+/* (h)vectors of stride -1 byte: Open MPI 4.1 reads that stride as one block's extent, and gdte's
+ * import refused such a type on device buffers (the MPI's bounds disagreed with its reading:
+ * MPI_ERR_INTERN where the host run went through). Found by seed 32 at np 3 (MPI_BOTTOM of
+ * dup(resized(lb 0 ext 30,vector(2,1,-1,char)))). Every call, every pairing, both directions. */
+static void regressions(void)
+{
+    MPI_Datatype t[4], u;
+    MPI_Type_vector(2, 1, -1, MPI_CHAR, &t[0]);
+    MPI_Type_create_hvector(3, 1, -1, MPI_CHAR, &t[1]);
+    MPI_Type_vector(2, 2, -1, MPI_CHAR, &t[2]); /* send only: overlaps as the standard reads it */
+    MPI_Type_vector(2, 1, -1, MPI_CHAR, &u);
+    MPI_Type_create_resized(u, 0, 30, &t[3]);
+    MPI_Type_free(&u);
+    static const char *d[4] = {"vector(2,1,-1,char)", "hvector(3,1,-1B,char)", "vector(2,2,-1,char)",
+                               "resized(lb 0 ext 30,vector(2,1,-1,char))"};
+    for (int i = 0; i < 4; i++) {
+        MPI_Type_commit(&t[i]);
+        int size;
+        MPI_Type_size(t[i], &size);
+        for (int c = 0; c < C_NCALLS; c++)
+            for (int way = 0; way < 2; way++) {
+                int cnt = 1 + c % 3, n = size * cnt;
+                if (way && !map_ok(t[i], cnt)) continue;
+                char desc[200];
+                snprintf(desc, sizeof desc, "regression: %s %d x %s %s %d chars", way ? "recv" : "send", cnt, d[i],
+                         way ? "from" : "to", n);
+                if (!way) run_case(ncase++, desc, t[i], cnt, MPI_CHAR, n, c);
+                else run_case(ncase++, desc, MPI_CHAR, n, t[i], cnt, c);
+            }
+        MPI_Type_free(&t[i]);
+    }
+}
+
 /* ---- truncation past the eager size -------------------------------------------------------- */
 
 static void truncation(void)
@@ -914,6 +951,7 @@ int main(int argc, char **argv)
     if (verbose && mt_rank == 0)
         for (int i = 0; i < npool; i++)
             fprintf(stderr, "pool %d (depth %d, recv %#x): %s\n", i, pool[i].depth, pool[i].recv_ok, pool[i].desc);
+    if (!*only || strstr(only, "regress")) regressions();
     if (!*only || strstr(only, "xchg")) pool_exchanges(ncases);
     if (!*only || strstr(only, "trunc")) truncation();
     if (!*only || strstr(only, "pack")) pack_items(packs);
