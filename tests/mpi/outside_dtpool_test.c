@@ -483,7 +483,7 @@ static void ub_set(ubuf_t *u, unsigned seed)
     else memset(u->img, POISON, u->len);
     mt_put(u->base, u->img, u->len);
 }
-/* Compare with the image; `skip` (may be NULL): bytes not to compare. */
+/* The buffer's bytes equal its image. */
 static int ub_check(const ubuf_t *u, const char *what)
 {
     unsigned char *got = malloc(u->len);
