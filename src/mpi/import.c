@@ -443,6 +443,35 @@ static int is_predefined(MPI_Datatype dt)
     return MPI_Type_get_envelope(dt, &ni, &na, &nd, &comb) == MPI_SUCCESS && comb_predefined(comb);
 }
 
+/* Open MPI (4.1.4 here) builds a vector or hvector whose stride is -1 byte with the extent of
+ * one block (blocklen old types) as its stride: -1 is its internal "default extent".
+ * MPI_Type_vector(2, 1, -1, MPI_CHAR) moves bytes 0 and 1, not 0 and -1, and its bounds say so.
+ * The MPI moves the host side of a message, so gdte must read the type as the MPI does, or a
+ * device message of it is refused (conform) where a host one goes. True when the MPI's bounds
+ * match that reading and not the standard one; *stride_p is then the MPI's stride. */
+static int mpi_default_stride(MPI_Datatype dt, int count, int blocklen, int64_t child_extent, gdte_type_h child,
+                              int64_t *stride_p)
+{
+    MPI_Count tlb, text;
+    gdte_type_h std = NULL, alt = NULL;
+    gdte_bounds_t bs, ba;
+    int r = 0;
+    if (MPI_Type_get_true_extent_x(dt, &tlb, &text) != MPI_SUCCESS) return 0;
+    if (gdte_type_create_hvector(count, blocklen, -1, child, &std) == GDTE_OK &&
+        gdte_type_create_hvector(count, blocklen, blocklen * child_extent, child, &alt) == GDTE_OK &&
+        gdte_type_bounds(std, &bs) == GDTE_OK && gdte_type_bounds(alt, &ba) == GDTE_OK)
+        r = (bs.true_lb != (int64_t)tlb || bs.true_extent != (int64_t)text) && ba.true_lb == (int64_t)tlb &&
+            ba.true_extent == (int64_t)text;
+    if (std) gdte_type_release(std);
+    if (alt) gdte_type_release(alt);
+    if (r) {
+        *stride_p = blocklen * child_extent;
+        gdte_debug("MPI import: a (h)vector of stride -1 byte read with stride %lld, as the MPI does",
+                   (long long)*stride_p);
+    }
+    return r;
+}
+
 /* A derived type being imported: its contents, and the gdte types of its children imported
  * so far (G[0..next)). */
 typedef struct frame {
@@ -499,8 +528,20 @@ static gdte_status_t build_derived(const frame_t *f, gdte_type_h *t_p)
         t = G[0];
         break;
     case MPI_COMBINER_CONTIGUOUS: st = gdte_type_create_contiguous(I[0], G[0], &t); break;
-    case MPI_COMBINER_VECTOR: st = gdte_type_create_vector(I[0], I[1], I[2], G[0], &t); break;
-    case MPI_COMBINER_HVECTOR: st = gdte_type_create_hvector(I[0], I[1], (int64_t)A[0], G[0], &t); break;
+    case MPI_COMBINER_VECTOR:
+    case MPI_COMBINER_HVECTOR: {
+        gdte_bounds_t cb;
+        st = gdte_type_bounds(G[0], &cb);
+        if (st != GDTE_OK) break;
+        int64_t stride = comb == MPI_COMBINER_HVECTOR ? (int64_t)A[0] : 0; /* in bytes */
+        if (comb == MPI_COMBINER_VECTOR && __builtin_mul_overflow((int64_t)I[2], cb.extent, &stride)) {
+            st = gdte_type_create_vector(I[0], I[1], I[2], G[0], &t); /* reports the overflow */
+            break;
+        }
+        if (stride == -1) (void)mpi_default_stride(f->dt, I[0], I[1], cb.extent, G[0], &stride);
+        st = gdte_type_create_hvector(I[0], I[1], stride, G[0], &t);
+        break;
+    }
     case MPI_COMBINER_INDEXED:
     case MPI_COMBINER_HINDEXED:
     case MPI_COMBINER_STRUCT:
