@@ -29,6 +29,7 @@
 #include <mpi-ext.h>
 #endif
 #endif
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,6 +294,76 @@ static inline void mt_same(const void *a, const void *b, size_t n, const char *w
 }
 
 /* Collect every rank's result; rank 0 prints the closing line. Returns the exit code. */
+/* ---- buffers sized to a type map -------------------------------------------------------- */
+/* Lowest and past-highest byte offsets (from buf) that `count` elements of `t` touch. */
+static inline void mt_span(MPI_Datatype t, int count, ptrdiff_t *lo_p, ptrdiff_t *hi_p)
+{
+    MPI_Aint lb, ext, tlb, text;
+    int size;
+    MPI_Type_get_extent(t, &lb, &ext);
+    MPI_Type_get_true_extent(t, &tlb, &text);
+    MPI_Type_size(t, &size);
+    ptrdiff_t lo = 0, hi = 0;
+    if (size > 0 && count > 0) {
+        lo = PTRDIFF_MAX;
+        hi = PTRDIFF_MIN;
+        for (int i = 0; i < count; i++) {
+            ptrdiff_t a = (ptrdiff_t)i * ext + tlb, b = a + text;
+            if (a < lo) lo = a;
+            if (b > hi) hi = b;
+        }
+    }
+    *lo_p = lo;
+    *hi_p = hi;
+}
+
+/* An allocation covering the bytes the type map touches plus `margin` each side (and `slack`
+ * unchecked bytes past it); `buf` is the user pointer (before the allocation when the data
+ * starts far past it, after it when the data all lies before it), `img` the host image of the
+ * whole checked allocation. Device buffers from mt_devmem_alloc. */
+typedef struct {
+    int dev;
+    size_t len;
+    unsigned char *base, *buf, *img;
+} mt_ubuf_t;
+
+static inline mt_ubuf_t mt_ubuf_new(int dev, MPI_Datatype t, int count, size_t margin, size_t slack)
+{
+    ptrdiff_t lo, hi;
+    mt_span(t, count, &lo, &hi);
+    mt_ubuf_t u = {dev, (size_t)(hi - lo) + 2 * margin, NULL, NULL, NULL};
+    u.base = dev ? mt_devmem_alloc(u.len + slack) : malloc(u.len + slack);
+    u.buf = u.base + margin - lo;
+    u.img = malloc(u.len);
+    return u;
+}
+static inline void mt_ubuf_free(mt_ubuf_t *u)
+{
+    if (u->dev) mt_devmem_free(u->base);
+    else free(u->base);
+    free(u->img);
+    u->base = u->img = NULL;
+}
+/* Fill image and buffer: random bytes (seed) or `poison` (seed 0). */
+static inline void mt_ubuf_set(mt_ubuf_t *u, unsigned seed, unsigned char poison)
+{
+    if (seed) mt_fill(u->img, u->len, seed);
+    else memset(u->img, poison, u->len);
+    mt_put(u->base, u->img, u->len);
+}
+/* The buffer's bytes equal its image. */
+static inline int mt_ubuf_check(const mt_ubuf_t *u, const char *what)
+{
+    unsigned char *got = malloc(u->len);
+    mt_get(got, u->base, u->len);
+    size_t i = 0;
+    while (i < u->len && got[i] == u->img[i]) i++;
+    MT_CHECK(i == u->len, "%s: byte %zu of %zu (buf at %+td) is 0x%02x, want 0x%02x", what, i, u->len,
+             u->buf - u->base, i < u->len ? got[i] : 0, i < u->len ? u->img[i] : 0);
+    free(got);
+    return i == u->len;
+}
+
 static inline int mt_finish(const char *name)
 {
     /* GDTETEST_EXPECT_COUNTER=name[,name...]: the run must have moved each of these counters of

@@ -110,34 +110,13 @@ static const char *bname(MPI_Datatype b)
     return b == MPI_INT ? "int" : b == MPI_DOUBLE ? "double" : b == MPI_SHORT ? "short" : b == MPI_CHAR ? "char" : "?";
 }
 
-static void span_of(MPI_Datatype t, int count, ptrdiff_t *lo_p, ptrdiff_t *hi_p)
-{
-    MPI_Aint lb, ext, tlb, text;
-    int size;
-    MPI_Type_get_extent(t, &lb, &ext);
-    MPI_Type_get_true_extent(t, &tlb, &text);
-    MPI_Type_size(t, &size);
-    ptrdiff_t lo = 0, hi = 0;
-    if (size > 0 && count > 0) {
-        lo = PTRDIFF_MAX;
-        hi = PTRDIFF_MIN;
-        for (int i = 0; i < count; i++) {
-            ptrdiff_t a = (ptrdiff_t)i * ext + tlb, b = a + text;
-            if (a < lo) lo = a;
-            if (b > hi) hi = b;
-        }
-    }
-    *lo_p = lo;
-    *hi_p = hi;
-}
-
 /* `count` elements of `t` touch size*count distinct bytes (no byte twice: a valid receive),
  * told by the MPI itself: 0xFF bytes unpacked into zeros, then the 0xFF bytes counted. */
 static int map_ok(MPI_Datatype t, int count)
 {
     ptrdiff_t lo, hi;
     int size;
-    span_of(t, count, &lo, &hi);
+    mt_span(t, count, &lo, &hi);
     MPI_Type_size(t, &size);
     if (!size || !count) return 1;
     size_t n = (size_t)(hi - lo), touched = 0;
@@ -450,51 +429,14 @@ static int flatten(const ent_t *e, int count, MPI_Datatype *f, int as_basic)
 
 /* ---- buffers ------------------------------------------------------------------------------ */
 
-/* The allocation covers the bytes the type map touches plus MARGIN each side; `buf` is the user
- * pointer (before the allocation when the data starts far past it, after it when the data all
- * lies before it). */
-typedef struct {
-    int dev;
-    size_t len;
-    unsigned char *base, *buf, *img;
-} ubuf_t;
+/* Buffers sized to a type map, MARGIN poisoned bytes each side (mpitest.h). */
+typedef mt_ubuf_t ubuf_t;
+#define ub_free mt_ubuf_free
+#define ub_check mt_ubuf_check
 
 static size_t host_slack; /* room past a buffer the MPI may write (truncation below) */
-static ubuf_t ub_new(int dev, MPI_Datatype t, int count)
-{
-    ptrdiff_t lo, hi;
-    span_of(t, count, &lo, &hi);
-    ubuf_t u = {dev, (size_t)(hi - lo) + 2 * MARGIN, NULL, NULL, NULL};
-    u.base = dev ? mt_devmem_alloc(u.len + host_slack) : malloc(u.len + host_slack);
-    u.buf = u.base + MARGIN - lo;
-    u.img = malloc(u.len);
-    return u;
-}
-static void ub_free(ubuf_t *u)
-{
-    if (u->dev) mt_devmem_free(u->base);
-    else free(u->base);
-    free(u->img);
-    u->base = u->img = NULL;
-}
-static void ub_set(ubuf_t *u, unsigned seed)
-{
-    if (seed) mt_fill(u->img, u->len, seed);
-    else memset(u->img, POISON, u->len);
-    mt_put(u->base, u->img, u->len);
-}
-/* The buffer's bytes equal its image. */
-static int ub_check(const ubuf_t *u, const char *what)
-{
-    unsigned char *got = malloc(u->len);
-    mt_get(got, u->base, u->len);
-    size_t i = 0;
-    while (i < u->len && got[i] == u->img[i]) i++;
-    MT_CHECK(i == u->len, "%s: byte %zu of %zu (buf at %+td) is 0x%02x, want 0x%02x", what, i, u->len,
-             u->buf - u->base, i < u->len ? got[i] : 0, i < u->len ? u->img[i] : 0);
-    free(got);
-    return i == u->len;
-}
+static ubuf_t ub_new(int dev, MPI_Datatype t, int count) { return mt_ubuf_new(dev, t, count, MARGIN, host_slack); }
+static void ub_set(ubuf_t *u, unsigned seed) { mt_ubuf_set(u, seed, POISON); }
 
 /* The oracle: `dimg` (poisoned image, user pointer at `doff`) after receiving `sc` of `st` from
  * the image `simg` (user pointer at `soff`) into `rc` of `rt`. The message may be shorter than the
@@ -672,7 +614,7 @@ static int too_big(MPI_Datatype t, int count)
 {
     ptrdiff_t lo, hi;
     int size;
-    span_of(t, count, &lo, &hi);
+    mt_span(t, count, &lo, &hi);
     MPI_Type_size(t, &size);
     return hi - lo > 4 * max_bytes || (long)size * count > max_bytes;
 }

@@ -41,73 +41,12 @@ static int left, right;
 
 /* ---- buffers ------------------------------------------------------------------------------ */
 
-/* A buffer for `count` elements of `t`: the allocation covers exactly the bytes the type map
- * touches plus MARGIN on each side; `buf` is where the user pointer goes (may be past the
- * allocation's start by more than MARGIN when the true lb is negative). */
-typedef struct {
-    int dev;
-    size_t len;
-    unsigned char *base, *buf;
-    unsigned char *img; /* host image of the allocation (what it should hold) */
-} ubuf_t;
-
-static void span_of(MPI_Datatype t, int count, ptrdiff_t *lo_p, ptrdiff_t *hi_p)
-{
-    MPI_Aint lb, ext, tlb, text;
-    int size;
-    MPI_Type_get_extent(t, &lb, &ext);
-    MPI_Type_get_true_extent(t, &tlb, &text);
-    MPI_Type_size(t, &size);
-    ptrdiff_t lo = 0, hi = 0;
-    if (size > 0 && count > 0) {
-        lo = PTRDIFF_MAX;
-        hi = PTRDIFF_MIN;
-        for (int i = 0; i < count; i++) {
-            ptrdiff_t a = (ptrdiff_t)i * ext + tlb, b = a + text;
-            if (a < lo) lo = a;
-            if (b > hi) hi = b;
-        }
-    }
-    *lo_p = lo;
-    *hi_p = hi;
-}
-
-static ubuf_t ub_new(int dev, MPI_Datatype t, int count)
-{
-    ptrdiff_t lo, hi;
-    span_of(t, count, &lo, &hi);
-    ubuf_t u = {dev, (size_t)(hi - lo) + 2 * MARGIN, NULL, NULL, NULL};
-    u.base = dev ? mt_devmem_alloc(u.len) : malloc(u.len);
-    u.buf = u.base + MARGIN - lo;
-    u.img = malloc(u.len);
-    return u;
-}
-static void ub_free(ubuf_t *u)
-{
-    if (u->dev) mt_devmem_free(u->base);
-    else free(u->base);
-    free(u->img);
-    u->base = u->img = NULL;
-}
-/* Fill image and buffer: random bytes (seed) or poison (seed 0). */
-static void ub_set(ubuf_t *u, unsigned seed)
-{
-    if (seed) mt_fill(u->img, u->len, seed);
-    else memset(u->img, POISON, u->len);
-    mt_put(u->base, u->img, u->len);
-}
-/* The buffer's bytes equal its image. */
-static int ub_check(const ubuf_t *u, const char *what)
-{
-    unsigned char *got = malloc(u->len);
-    mt_get(got, u->base, u->len);
-    size_t i = 0;
-    while (i < u->len && got[i] == u->img[i]) i++;
-    MT_CHECK(i == u->len, "%s: byte %zu of %zu (buf at +%td) is 0x%02x, want 0x%02x", what, i, u->len,
-             u->buf - u->base, i < u->len ? got[i] : 0, i < u->len ? u->img[i] : 0);
-    free(got);
-    return i == u->len;
-}
+/* Buffers sized to a type map, MARGIN poisoned bytes each side (mpitest.h). */
+typedef mt_ubuf_t ubuf_t;
+#define ub_free mt_ubuf_free
+#define ub_check mt_ubuf_check
+static ubuf_t ub_new(int dev, MPI_Datatype t, int count) { return mt_ubuf_new(dev, t, count, MARGIN, 0); }
+static void ub_set(ubuf_t *u, unsigned seed) { mt_ubuf_set(u, seed, POISON); }
 
 /* The oracle: what `count` of `rt` in `dst` (an image) becomes on receiving `scount` of `st` from
  * a host image whose user pointer is at `soff`. Returns the packed size. */
