@@ -88,7 +88,7 @@ typedef struct dp_range {
 
 typedef struct dp_device {
     gdte_stream_t copy_stream;
-    gdte_stream_t urgent_stream; /* highest priority (NULL: none); first uses with DP_URGENT */
+    gdte_stream_t urgent_stream; /* highest priority, made on the first first use with GDTE_DEVPLAN_URGENT */
     gdte_gpu_event_t events[PIPE_MAX_CHUNKS];
     int ready;
     char *slab[MAX_SLABS];
@@ -246,12 +246,10 @@ static dp_device_t *device_state(int dev)
     dp_device_t *d = &devices[dev];
     if (d->ready) return d;
     if (gdte_gpu_stream_create(&d->copy_stream) != GDTE_OK) return NULL;
-    if (gdte_gpu_stream_create_urgent(&d->urgent_stream) != GDTE_OK) d->urgent_stream = NULL;
     for (int i = 0; i < PIPE_MAX_CHUNKS; i++) {
         if (gdte_gpu_event_create(&d->events[i], 0) != GDTE_OK) {
             while (i-- > 0) gdte_gpu_event_destroy(d->events[i]);
             gdte_gpu_stream_destroy(d->copy_stream);
-            if (d->urgent_stream) gdte_gpu_stream_destroy(d->urgent_stream);
             return NULL;
         }
     }
@@ -578,6 +576,9 @@ static gdte_status_t first_use(dp_slot_t *s, int dev, gdte_type_h type, const gd
     /* The stream of the later chunks' uploads and cuts: the urgent one dispatches a cut's blocks
      * ahead of the pack blocks already queued (GDTE_DEVPLAN_URGENT). */
     gdte_stream_t cps = d ? d->copy_stream : NULL;
+    if (d && (mode & GDTE_DEVPLAN_URGENT) && !d->urgent_stream &&
+        gdte_gpu_stream_create_urgent(&d->urgent_stream) != GDTE_OK)
+        d->urgent_stream = NULL; /* the copy stream then */
     if (d && (mode & GDTE_DEVPLAN_URGENT) && d->urgent_stream) cps = d->urgent_stream;
     if (nr && (mode & GDTE_DEVPLAN_ONE_STREAM)) cps = stream; /* cut k+1 queued behind pack k */
     const int one = cps == stream;

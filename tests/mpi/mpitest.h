@@ -201,36 +201,47 @@ static inline void mt_dev_free(void *p)
  * cannot export, addresses reused from one allocation to the next). */
 static int mt_devmem_async = -1;
 static int (*mt_malloc_async)(void **, size_t, void *), (*mt_free_async)(void *, void *), (*mt_stream_sync)(void *);
+/* cudaMallocAsync on the default stream, and its free (both waited for). */
+static inline void *mt_async_alloc(size_t n)
+{
+    if (!mt_malloc_async) {
+        mt_malloc_async = (int (*)(void **, size_t, void *))dlsym(RTLD_DEFAULT, "cudaMallocAsync");
+        mt_free_async = (int (*)(void *, void *))dlsym(RTLD_DEFAULT, "cudaFreeAsync");
+        mt_stream_sync = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaStreamSynchronize");
+    }
+    void *d = NULL;
+    MT_CHECK(mt_malloc_async && mt_free_async && mt_stream_sync, "no cudaMallocAsync in the CUDA runtime");
+    if (mt_malloc_async)
+        MT_CHECK(mt_malloc_async(&d, n ? n : 1, NULL) == 0 && d && mt_stream_sync(NULL) == 0, "cudaMallocAsync %zu", n);
+    return d;
+}
+static inline void mt_async_free(void *p)
+{
+    if (!p || !mt_free_async) return;
+    mt_cuda_sync();
+    mt_free_async(p, NULL);
+    mt_stream_sync(NULL);
+}
 static inline int mt_devmem_is_async(void)
 {
     if (mt_devmem_async < 0) {
         const char *e = getenv("GDTETEST_DEVMEM");
         mt_devmem_async = mt_cuda() && e && !strcmp(e, "async");
-        if (mt_devmem_async) {
-            mt_malloc_async = (int (*)(void **, size_t, void *))dlsym(RTLD_DEFAULT, "cudaMallocAsync");
-            mt_free_async = (int (*)(void *, void *))dlsym(RTLD_DEFAULT, "cudaFreeAsync");
-            mt_stream_sync = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaStreamSynchronize");
-            MT_CHECK(mt_malloc_async && mt_free_async && mt_stream_sync, "GDTETEST_DEVMEM=async: no cudaMallocAsync");
-        }
     }
-    return mt_devmem_async && mt_malloc_async;
+    return mt_devmem_async;
 }
 static inline void *mt_devmem_alloc(size_t n)
 {
     if (!mt_cuda()) return mt_dev_alloc(n);
+    if (mt_devmem_is_async()) return mt_async_alloc(n);
     void *d = NULL;
-    if (mt_devmem_is_async())
-        MT_CHECK(mt_malloc_async(&d, n ? n : 1, NULL) == 0 && d && mt_stream_sync(NULL) == 0, "cudaMallocAsync %zu", n);
-    else
-        MT_CHECK(mt_cuda_malloc(&d, n ? n : 1) == 0 && d, "cudaMalloc %zu", n);
+    MT_CHECK(mt_cuda_malloc(&d, n ? n : 1) == 0 && d, "cudaMalloc %zu", n);
     return d;
 }
 static inline void mt_devmem_free(void *p)
 {
     if (p && mt_cuda() && mt_devmem_is_async()) {
-        mt_cuda_sync();
-        mt_free_async(p, NULL);
-        mt_stream_sync(NULL);
+        mt_async_free(p);
     } else if (p && mt_cuda()) {
         mt_cuda_free(p);
     } else {

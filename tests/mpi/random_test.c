@@ -298,7 +298,6 @@ typedef struct {
  * by the case number. Elsewhere (fake mode, or without the option) cudaMalloc and malloc. */
 static int kinds;
 static int64_t n_kind[2][3];
-static int (*k_malloc_async)(void **, size_t, void *), (*k_free_async)(void *, void *), (*k_stream_sync)(void *);
 static int (*k_malloc_host)(void **, size_t), (*k_free_host)(void *);
 static int (*k_host_register)(void *, size_t, unsigned), (*k_host_unregister)(void *);
 static void kinds_init(void)
@@ -307,15 +306,11 @@ static void kinds_init(void)
         kinds = 0;
         return;
     }
-    k_malloc_async = (int (*)(void **, size_t, void *))dlsym(RTLD_DEFAULT, "cudaMallocAsync");
-    k_free_async = (int (*)(void *, void *))dlsym(RTLD_DEFAULT, "cudaFreeAsync");
-    k_stream_sync = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaStreamSynchronize");
     k_malloc_host = (int (*)(void **, size_t))dlsym(RTLD_DEFAULT, "cudaMallocHost");
     k_free_host = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaFreeHost");
     k_host_register = (int (*)(void *, size_t, unsigned))dlsym(RTLD_DEFAULT, "cudaHostRegister");
     k_host_unregister = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaHostUnregister");
-    MT_CHECK(k_malloc_async && k_free_async && k_stream_sync && k_malloc_host && k_free_host && k_host_register &&
-                 k_host_unregister,
+    MT_CHECK(k_malloc_host && k_free_host && k_host_register && k_host_unregister,
              "--kinds: the CUDA runtime's allocators not found");
 }
 
@@ -337,9 +332,7 @@ static void rbuf_make_kind(rbuf_t *b, int dev, MPI_Datatype t, int count, int ki
         break;
     case 3: p = mt_devmem_alloc(b->len); break;
     case 4: p = mt_dev_alloc(b->len); break;
-    default:
-        MT_CHECK(k_malloc_async(&p, b->len, NULL) == 0 && p && k_stream_sync(NULL) == 0, "cudaMallocAsync %zu", b->len);
-        break;
+    default: p = mt_async_alloc(b->len); break;
     }
     n_kind[dev][b->kind]++;
     b->alloc = p;
@@ -367,11 +360,7 @@ static void rbuf_free(rbuf_t *b)
         break;
     case 3: mt_devmem_free(b->alloc); break;
     case 4: mt_dev_free(b->alloc); break;
-    default:
-        mt_cuda_sync();
-        k_free_async(b->alloc, NULL);
-        k_stream_sync(NULL);
-        break;
+    default: mt_async_free(b->alloc); break;
     }
     free(b->host);
 }
