@@ -160,6 +160,43 @@ static gdte_gpu_event_t node_ev_app, node_ev_send;
 static int64_t detach_ns = DETACH_NS; /* GDTETEST_NODE_DETACH_US: tests and measurements */
 static int send_packed; /* GDTETEST_NODE_PACKED: irregular layouts go as packed copies (tests) */
 static int other_gpu_all; /* GDTETEST_NODE_OTHER_GPU: every other peer counts as on another GPU (tests) */
+/* GDTETEST_NODE_APP_EVENT=1: order with the application's default-stream work by an event
+ * every time, even where the streams are idle (measurements: the cost of the check). */
+static int app_event;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* GDTETEST_NODE_PROF=1: where the node path's host time goes, per stage (count, mean), printed by
+ * every process at MPI_Finalize. For measurements on the device; off, each stage costs a test
+ * of one flag. */
+enum { P_SEND, P_SEND_APP, P_SEND_EXPORT, P_SEND_POST, P_RECV, P_RECV_APP, P_RECV_PULL, P_BATCH_SYNC, P_BATCH_FIN, P_N };
+static const char *const prof_name[P_N] = {"send",      "send.app_wait", "send.export", "send.mpi_posts", "recv",
+                                           "recv.app_order", "recv.queue", "batch.sync",  "batch.fins"};
+static int prof_on;
+static _Atomic int64_t prof_ns[P_N], prof_n[P_N];
+static int64_t prof_t0(void) { return prof_on ? now_ns() : 0; }
+static void prof_add(int k, int64_t t0)
+{
+    if (!prof_on) return;
+    atomic_fetch_add_explicit(&prof_ns[k], now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&prof_n[k], 1, memory_order_relaxed);
+}
+static void prof_print(void)
+{
+    if (!prof_on) return;
+    for (int k = 0; k < P_N; k++) {
+        int64_t n = atomic_load(&prof_n[k]);
+        if (n)
+            fprintf(stderr, "gdte node prof: rank %d %-16s %9lld calls %9.2f us mean\n", world_rank, prof_name[k],
+                    (long long)n, (double)atomic_load(&prof_ns[k]) / (double)n / 1e3);
+    }
+}
+
 /* Sparse messages from this size on are packed by the sender for a receiver on another GPU.
  * Packing first costs the sender a kernel and a synchronisation (~5 us), which the link's saved
  * bytes repay only for large messages: two H200s (71bfbc5, vector of 8-byte blocks, time per
@@ -501,6 +538,8 @@ int gdte_ipo_node_init(void)
     if (getenv("GDTETEST_NODE_SPARSE_MIN")) sparse_pack_min = atoll(getenv("GDTETEST_NODE_SPARSE_MIN"));
     const char *dus = getenv("GDTETEST_NODE_DETACH_US");
     if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
+    prof_on = getenv("GDTETEST_NODE_PROF") && atoi(getenv("GDTETEST_NODE_PROF"));
+    app_event = getenv("GDTETEST_NODE_APP_EVENT") && atoi(getenv("GDTETEST_NODE_APP_EVENT"));
     void *ub = NULL;
     int flag = 0;
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -635,6 +674,7 @@ void gdte_ipo_node_finalize(void)
 {
     if (!gdte_ipo_node_on_g) return;
     sends_drain(); /* receivers may still be reading what this process sent */
+    prof_print();
     isends_reap(1);
     /* MPI_COMM_WORLD's attribute is deleted by the MPI at finalize; its shadow with it. */
     PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
@@ -705,13 +745,6 @@ static gdte_status_t export_ptr(const void *p, gdte_gpu_ipc_handle_t *h, int64_t
     *h = e->h;
     pthread_mutex_unlock(&node_lock);
     return st;
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* The sender's state until the receiver is done with the data. It outlives the application's
@@ -1222,6 +1255,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         pack = PACK_ALWAYS;
     }
 
+    int64_t t_send = prof_t0();
     gdte_ipo_node_sends_progress();
     node_send_t *s = send_get();
     gdte_ipo_req_t *r = s ? gdte_ipo_req_new() : NULL;
@@ -1247,9 +1281,12 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     if (!anchor) anchor = first;
     /* The receiver reads the user's buffer in place: what the application queued before this
      * call is in it first (a packed copy was made after that work already). */
-    if (st == GDTE_OK && !fake && !s->stage) st = host_after_app();
+    int64_t t = prof_t0();
+    if (st == GDTE_OK && !fake && !s->stage) st = host_after_app(), prof_add(P_SEND_APP, t);
     if (st == GDTE_OK && !fake) {
+        t = prof_t0();
         st = export_ptr(anchor, &mk->handle, &mk->offset, &mk->rbase);
+        prof_add(P_SEND_EXPORT, t);
         /* The origin from the allocation's base: negative when it lies before it. */
         if (st == GDTE_OK) mk->offset += (int64_t)((uintptr_t)first - (uintptr_t)anchor);
         if (st == GDTE_ERR_UNSUPPORTED && !s->stage) {
@@ -1296,6 +1333,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     MPI_Request fin = MPI_REQUEST_NULL;
     isend_t *e = NULL;
     int rc = st == GDTE_OK ? MPI_SUCCESS : gdte_ipo_fail(comm, fn, st);
+    t = prof_t0();
     if (rc == MPI_SUCCESS) rc = PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, mk->fin_tag, fin_comm, &fin);
     if (rc == MPI_SUCCESS)
         rc = mk->shape == SHAPE_UNITS ? post_announcement(nc, dest, tag, cookie, nbytes, &lay, (int)sizeof lay)
@@ -1305,6 +1343,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         e->u.mk = *mk;
         rc = isend_post(e, GDTE_IPO_MARK_BYTES, dest, tag, comm);
     }
+    prof_add(P_SEND_POST, t);
     if (rc != MPI_SUCCESS) {
         if (fin != MPI_REQUEST_NULL) PMPI_Cancel(&fin), PMPI_Request_free(&fin);
         pthread_mutex_lock(&send_lock);
@@ -1335,6 +1374,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     r->finish = send_finish;
     r->fini = send_fini;
     r->node_send = 1;
+    prof_add(P_SEND, t_send);
     if (req) {
         *req = fin;
         gdte_ipo_req_insert(r);
@@ -1644,6 +1684,9 @@ typedef struct queued_fin {
 static _Thread_local int batch_depth;
 static _Thread_local queued_fin_t *batch;
 static _Thread_local int batch_n, batch_cap;
+/* The batch's copies already come after the application's default-stream work: within one
+ * call of the application's thread nothing more can be queued there. */
+static _Thread_local int batch_app_ordered;
 
 static void finish_word(slot_t *sl, uint64_t word, int peer, int fin_tag, int detached)
 {
@@ -1662,13 +1705,19 @@ void gdte_ipo_node_batch_begin(void) { batch_depth++; }
 
 void gdte_ipo_node_batch_end(void)
 {
-    if (--batch_depth > 0 || batch_n == 0) return;
+    if (--batch_depth > 0) return;
+    batch_app_ordered = 0;
+    if (batch_n == 0) return;
+    int64_t t = prof_t0();
     gdte_status_t st = gdte_gpu_stream_synchronize(node_stream);
     if (st != GDTE_OK) gdte_error("node path: copies from peers failed: %s", gdte_status_string(st));
+    prof_add(P_BATCH_SYNC, t);
+    t = prof_t0();
     for (int i = 0; i < batch_n; i++) {
         finish_word(batch[i].sl, batch[i].word, batch[i].peer, batch[i].fin_tag, batch[i].detached);
         unpin_plan(batch[i].pinned);
     }
+    prof_add(P_BATCH_FIN, t);
     batch_n = 0;
 }
 
@@ -1692,8 +1741,18 @@ static gdte_status_t ensure_stream(void)
  * threads may record the event in turn: a wait on the later record is a wait on both. */
 static gdte_status_t stream_after_app(void)
 {
-    gdte_status_t st = gdte_gpu_event_record(node_ev_app, NULL);
-    return st == GDTE_OK ? gdte_gpu_stream_wait_event(node_stream, node_ev_app) : st;
+    if (batch_depth && batch_app_ordered) return GDTE_OK;
+    int64_t t = prof_t0();
+    /* Idle default streams (the common case: the application synchronized before the call)
+     * need no event: checked on the host, no work queued. */
+    gdte_status_t st = app_event ? GDTE_INPROGRESS : gdte_gpu_default_streams_query();
+    if (st == GDTE_INPROGRESS) {
+        st = gdte_gpu_event_record(node_ev_app, NULL);
+        if (st == GDTE_OK) st = gdte_gpu_stream_wait_event(node_stream, node_ev_app);
+    }
+    if (st == GDTE_OK && batch_depth) batch_app_ordered = 1;
+    prof_add(P_RECV_APP, t);
+    return st;
 }
 
 /* The application's default-stream work queued so far has finished: the bytes a peer is about
@@ -1701,7 +1760,10 @@ static gdte_status_t stream_after_app(void)
 static gdte_status_t host_after_app(void)
 {
     gdte_status_t st = ensure_stream();
-    if (st == GDTE_OK) st = gdte_gpu_event_record(node_ev_send, NULL);
+    if (st != GDTE_OK) return st;
+    /* Idle default streams: nothing to wait for, checked on the host. */
+    if (!app_event && (st = gdte_gpu_default_streams_query()) != GDTE_INPROGRESS) return st;
+    st = gdte_gpu_event_record(node_ev_send, NULL);
     return st == GDTE_OK ? gdte_gpu_event_synchronize(node_ev_send) : st;
 }
 
@@ -1895,6 +1957,7 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
                               gdte_ipo_kind_t kind, int64_t posted, const void *landing, MPI_Status *st)
 {
     node_comm_t *nc = comm_info(comm);
+    int64_t t_recv = prof_t0();
     mark_t mk;
     gdte_status_t s = read_marker(landing, user, count, dt, &mk);
     if (s == GDTE_OK && mk.magic != MARK_MAGIC) s = GDTE_ERR_INTERNAL;
@@ -1944,7 +2007,9 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
             memcpy(&lay_buf, a->data, sizeof lay_buf);
             lay = &lay_buf;
         }
+        int64_t t = prof_t0();
         if (s == GDTE_OK) s = pull(&at, lay, w, n, user, count, type, kind, &queued, &pinned);
+        prof_add(P_RECV_PULL, t);
         if (queued && batch_n == batch_cap) {
             int cap = batch_cap ? 2 * batch_cap : 64;
             queued_fin_t *nb = realloc(batch, sizeof *nb * (size_t)cap);
@@ -1961,6 +2026,7 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
         if (kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.node_recvs++; /* device receives, as `recvs` */
     }
     ann_put(a);
+    prof_add(P_RECV, t_recv);
     if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
     gdte_ipo_cnt_g.bytes_unpacked += n;
     /* The status the message would have had: its size in the user's type, truncation when the
