@@ -34,6 +34,7 @@ gdte_status_t gdte_batch_plan(const gdte_batch_piece_t *pieces, int n, void *pac
         it->user = p->user;
         it->packed = packed ? (char *)packed + p->packed : (char *)(uintptr_t)p->packed;
         it->chunk0 = nch;
+        it->mirror = p->mirror != 0;
         int64_t t = p->L.total > 0 && p->L.kind != GDTE_LAYOUT_KIND_EMPTY ? p->L.total : 0;
         if (t > 0 && p->L.kind == GDTE_LAYOUT_KIND_UNITS && (!p->L.units || p->L.nunits <= 0 || p->L.rep_bytes <= 0))
             return GDTE_ERR_INVALID_ARG;
@@ -51,6 +52,16 @@ gdte_status_t gdte_batch_plan(const gdte_batch_piece_t *pieces, int n, void *pac
     return GDTE_OK;
 }
 
+/* Bytes [lo, hi) (at most one chunk) of a mirror piece: from the second buffer to the user's
+ * (UNPACK) or back, through their packed bytes. */
+static void mirror_move(const gdte_layout_t *L, gdte_dir_t dir, char *user, char *second, int64_t lo, int64_t hi)
+{
+    static _Thread_local unsigned char tmp[GDTE_BATCH_CHUNK];
+    char *from = dir == GDTE_DIR_UNPACK ? second : user, *to = dir == GDTE_DIR_UNPACK ? user : second;
+    gdte_host_exec(L, GDTE_DIR_PACK, from, tmp, lo, hi - lo);
+    gdte_host_exec(L, GDTE_DIR_UNPACK, to, tmp, lo, hi - lo);
+}
+
 void gdte_host_exec_batch(const gdte_batch_piece_t *pieces, int n, gdte_dir_t dir, void *packed)
 {
     gdte_batch_item_t small[16], *items = n <= 16 ? small : malloc((size_t)n * sizeof *items);
@@ -61,7 +72,13 @@ void gdte_host_exec_batch(const gdte_batch_piece_t *pieces, int n, gdte_dir_t di
         for (int i = 0; i < n; i++) {
             const gdte_batch_piece_t *p = &pieces[i];
             if (p->L.total <= 0 || p->L.kind == GDTE_LAYOUT_KIND_EMPTY) continue;
-            gdte_host_exec(&p->L, dir, p->user, (char *)packed + p->packed, 0, p->L.total);
+            char *at = packed ? (char *)packed + p->packed : (char *)(uintptr_t)p->packed;
+            if (p->mirror)
+                for (int64_t lo = 0; lo < p->L.total; lo += GDTE_BATCH_CHUNK)
+                    mirror_move(&p->L, dir, p->user, at, lo,
+                                lo + GDTE_BATCH_CHUNK < p->L.total ? lo + GDTE_BATCH_CHUNK : p->L.total);
+            else
+                gdte_host_exec(&p->L, dir, p->user, at, 0, p->L.total);
             any += p->L.total;
         }
         if (items != small) free(items);
@@ -73,7 +90,10 @@ void gdte_host_exec_batch(const gdte_batch_piece_t *pieces, int n, gdte_dir_t di
         const gdte_batch_item_t *it = &items[gdte_batch_find(items, n, c)];
         int64_t lo, hi;
         gdte_batch_chunk(it, c, &lo, &hi);
-        gdte_host_exec(&it->L, dir, it->user, it->packed + lo, lo, hi - lo);
+        if (it->mirror)
+            mirror_move(&it->L, dir, it->user, it->packed, lo, hi);
+        else
+            gdte_host_exec(&it->L, dir, it->user, it->packed + lo, lo, hi - lo);
     }
     if (items != small) free(items);
     if (nch) gdte_exec_batch_note(dir);

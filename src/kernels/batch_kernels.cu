@@ -106,6 +106,13 @@ template <int DIR> __device__ __forceinline__ void move(char *u, char *p, int64_
         coop_copy(u, p, n, t, T_);
 }
 
+/* The other side of user byte u at packed offset s: the packed stream, or for a mirror piece the
+ * same place in the second buffer. */
+__device__ __forceinline__ char *other(const bpiece &P, const char *u, int64_t s)
+{
+    return P.mirror ? P.packed + (u - P.user) : P.packed + s;
+}
+
 template <int DIR, typename T>
 __device__ __forceinline__ void strided_words(const bpiece &P, int64_t lo, int64_t hi, int W)
 {
@@ -114,7 +121,7 @@ __device__ __forceinline__ void strided_words(const bpiece &P, int64_t lo, int64
         int64_t byte = x * W;
         int64_t b = bdiv(byte, L.blocklen);
         char *u = P.user + block_off(L, b) + (byte - b * L.blocklen);
-        char *p = P.packed + byte;
+        char *p = other(P, u, byte);
         if (DIR == GDTE_DIR_PACK)
             mv<T>(p, u);
         else
@@ -130,7 +137,7 @@ template <int DIR> __device__ void do_strided(const bpiece &P, int64_t lo, int64
         for (int64_t b = bdiv(lo, bl); b * bl < hi; b++) {
             int64_t s = b * bl > lo ? b * bl : lo, e = (b + 1) * bl < hi ? (b + 1) * bl : hi;
             char *u = P.user + block_off(L, b) + (s - b * bl);
-            move<DIR>(u, P.packed + s, e - s, threadIdx.x, blockDim.x);
+            move<DIR>(u, other(P, u, s), e - s, threadIdx.x, blockDim.x);
         }
         return;
     }
@@ -163,7 +170,7 @@ template <int DIR> __device__ void do_units(const bpiece &P, int64_t lo, int64_t
         int64_t s = start > lo ? start : lo, e = start + un.len < hi ? start + un.len : hi;
         if (s >= e) continue;
         char *u = P.user + gdte_layout_rep_offset(&L, rep) + un.src + (s - start);
-        move<DIR>(u, P.packed + s, e - s, lane, 32);
+        move<DIR>(u, other(P, u, s), e - s, lane, 32);
     }
 }
 
@@ -176,7 +183,9 @@ template <int DIR> __global__ void __launch_bounds__(BNT) k_batch(bargs A)
         int64_t a, b;
         gdte_batch_chunk(&P, c, &a, &b);
         switch (P.L.kind) {
-        case GDTE_LAYOUT_KIND_CONTIG: move<DIR>(P.user + P.L.disp + a, P.packed + a, b - a, threadIdx.x, blockDim.x); break;
+        case GDTE_LAYOUT_KIND_CONTIG:
+            move<DIR>(P.user + P.L.disp + a, other(P, P.user + P.L.disp + a, a), b - a, threadIdx.x, blockDim.x);
+            break;
         case GDTE_LAYOUT_KIND_STRIDED: do_strided<DIR>(P, a, b); break;
         case GDTE_LAYOUT_KIND_UNITS: do_units<DIR>(P, a, b, &g0_s); break;
         default: break;

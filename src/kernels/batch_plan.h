@@ -27,8 +27,8 @@ typedef struct gdte_batch_item {
     char *user;
     char *packed; /* the packed buffer + the piece's offset */
     int64_t chunk0;
-    int32_t word; /* STRIDED: the access width of short blocks (1, 2, 4, 8 or 16) */
-    int32_t pad_;
+    int32_t word;   /* STRIDED: the access width of short blocks (1, 2, 4, 8 or 16) */
+    int32_t mirror; /* the piece's `mirror`: `packed` is a second buffer of the layout (its user) */
 } gdte_batch_item_t;
 
 /* The work list of n pieces around `packed` (batch_host.c): items[0..n) and the number of chunks

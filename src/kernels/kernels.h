@@ -88,6 +88,10 @@ typedef struct gdte_batch_piece {
     char *user;      /* the user buffer as given (L.disp is relative to it) */
     int64_t packed;  /* offset of the piece's packed stream in the packed buffer; with no packed
                       * buffer (NULL), the stream's address itself (pieces read from several buffers) */
+    int mirror;      /* 1: the other side is a second buffer of the same layout, not a packed stream:
+                      * the byte at user + x moves to or from (packed address) + x (a copy between
+                      * two buffers of one type, e.g. from a peer's mapped buffer; UNPACK reads the
+                      * second buffer). 0: a packed stream. */
 } gdte_batch_piece_t;
 
 /* Host executor: every piece, one pass (counted as one batch of direction `dir`). */

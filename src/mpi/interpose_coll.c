@@ -547,6 +547,7 @@ static gdte_status_t side_pieces(side_t *sd, int only, int skip, char *const *sr
         p[n].L = L;
         p[n].user = user;
         p[n].packed = src ? (int64_t)(uintptr_t)src[i] : k->off;
+        p[n].mirror = 0;
         if (k->off < lo) lo = k->off;
         if (k->off + k->nbytes > hi) hi = k->off + k->nbytes;
         n++;

@@ -163,6 +163,8 @@ static int other_gpu_all; /* GDTETEST_NODE_OTHER_GPU: every other peer counts as
 /* GDTETEST_NODE_APP_EVENT=1: order with the application's default-stream work by an event
  * every time, even where the streams are idle (measurements: the cost of the check). */
 static int app_event;
+/* GDTETEST_NODE_BATCH=0: every receive's copy launched on its own (measurements). */
+static int node_batch = 1;
 
 static int64_t now_ns(void)
 {
@@ -540,6 +542,7 @@ int gdte_ipo_node_init(void)
     if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
     prof_on = getenv("GDTETEST_NODE_PROF") && atoi(getenv("GDTETEST_NODE_PROF"));
     app_event = getenv("GDTETEST_NODE_APP_EVENT") && atoi(getenv("GDTETEST_NODE_APP_EVENT"));
+    if (getenv("GDTETEST_NODE_BATCH")) node_batch = atoi(getenv("GDTETEST_NODE_BATCH")) != 0;
     void *ub = NULL;
     int flag = 0;
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -1687,6 +1690,14 @@ static _Thread_local int batch_n, batch_cap;
 /* The batch's copies already come after the application's default-stream work: within one
  * call of the application's thread nothing more can be queued there. */
 static _Thread_local int batch_app_ordered;
+/* Copies of the batch not launched yet: at its end they go as ONE batched kernel
+ * (gdte_gpu_exec_batch), where a launch each would cost a runtime call per message (about as much
+ * as the raw copy of 4 MiB on one GPU). Each is the whole message, from the peer's buffer into the
+ * receive buffer: a dense sender's bytes unpacked into any layout, or (`mirror`) a buffer of the
+ * receiver's own layout, rows or the same plan, copied buffer to buffer. */
+static _Thread_local gdte_batch_piece_t *dfr;
+static _Thread_local int dfr_n, dfr_cap;
+static gdte_status_t deferred_launch(gdte_stage_t **scratch_p);
 
 static void finish_word(slot_t *sl, uint64_t word, int peer, int fin_tag, int detached)
 {
@@ -1709,8 +1720,12 @@ void gdte_ipo_node_batch_end(void)
     batch_app_ordered = 0;
     if (batch_n == 0) return;
     int64_t t = prof_t0();
-    gdte_status_t st = gdte_gpu_stream_synchronize(node_stream);
+    gdte_stage_t *scratch = NULL;
+    gdte_status_t st = dfr_n ? deferred_launch(&scratch) : GDTE_OK;
+    gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+    if (st == GDTE_OK) st = s2;
     if (st != GDTE_OK) gdte_error("node path: copies from peers failed: %s", gdte_status_string(st));
+    if (scratch) gdte_stage_release(scratch);
     prof_add(P_BATCH_SYNC, t);
     t = prof_t0();
     for (int i = 0; i < batch_n; i++) {
@@ -1776,6 +1791,95 @@ static gdte_status_t queued_or_wait(gdte_status_t st, int *queued)
     }
     gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
     return st != GDTE_OK ? st : s2;
+}
+
+/* The batch's deferred copies, on node_stream: one alone as its own copy (one runtime call),
+ * several in one batched kernel (the work list's upload and the launch); `*scratch_p` holds the
+ * work list until the stream is synchronized. A batch that cannot be launched is copied piece by
+ * piece. */
+static gdte_status_t deferred_one(const gdte_batch_piece_t *p)
+{
+    const gdte_layout_t *L = &p->L;
+    const char *src = (const char *)(uintptr_t)p->packed;
+    if (!p->mirror && L->kind == GDTE_LAYOUT_KIND_CONTIG)
+        return gdte_gpu_memcpy_async(p->user + L->disp, src, (size_t)L->total, node_stream);
+    if (!p->mirror) return gdte_gpu_exec(L, GDTE_DIR_UNPACK, p->user, (void *)src, 0, L->total, node_stream, 0);
+    if (L->kind == GDTE_LAYOUT_KIND_UNITS) return gdte_gpu_exec_copy_units(L, src, p->user, 0, L->total, node_stream, 0);
+    return gdte_gpu_exec_copy(L, src, L, p->user, 0, L->total, node_stream, 0);
+}
+
+static gdte_status_t deferred_launch(gdte_stage_t **scratch_p)
+{
+    int n = dfr_n;
+    dfr_n = 0;
+    gdte_status_t st = GDTE_ERR_NO_MEMORY;
+    if (n > 1 && gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, gdte_gpu_exec_batch_scratch(n), scratch_p) == GDTE_OK) {
+        st = gdte_gpu_exec_batch(dfr, n, GDTE_DIR_UNPACK, NULL, (*scratch_p)->ptr, node_stream);
+        if (st == GDTE_OK) {
+            gdte_ipo_cnt_g.node_batches++;
+            gdte_ipo_cnt_g.node_batched += n;
+            return GDTE_OK;
+        }
+    }
+    st = GDTE_OK;
+    for (int i = 0; i < n; i++) {
+        gdte_status_t s = deferred_one(&dfr[i]);
+        if (st == GDTE_OK) st = s;
+    }
+    return st;
+}
+
+/* A receive of the whole message that the batch's kernel can copy: left for the batch's end
+ * (GDTE_OK, *queued set; `*pinned` the receiver's plan, pinned until the copy is done), or
+ * GDTE_INPROGRESS where it cannot (the caller copies it now). */
+static gdte_status_t defer_pull(const mark_t *mk, const node_lay_t *w, int src_world, int64_t n, void *user, int count,
+                                gdte_type_h type, int *queued, gdte_type_h *pinned)
+{
+    gdte_layout_t L;
+    if (!node_batch || n != mk->nbytes || gdte_engine_layout(type, count, &L) != GDTE_OK || L.total != n)
+        return GDTE_INPROGRESS;
+    int mirror;
+    if (mk->shape == SHAPE_CONTIG) {
+        mirror = 0;
+    } else if (mk->shape == SHAPE_ROWS) {
+        /* Rows on both sides, the same rows. */
+        if (L.kind != GDTE_LAYOUT_KIND_STRIDED || L.ndims != 1 || L.count[0] != mk->rows || L.stride[0] != mk->pitch ||
+            L.blocklen != mk->width)
+            return GDTE_INPROGRESS;
+        mirror = 1;
+    } else if (mk->shape == SHAPE_UNITS && w && L.kind == GDTE_LAYOUT_KIND_UNITS && lay_same(w, &L, type)) {
+        mirror = 1;
+    } else {
+        return GDTE_INPROGRESS;
+    }
+    if (dfr_n == dfr_cap) {
+        int cap = dfr_cap ? 2 * dfr_cap : 64;
+        gdte_batch_piece_t *nd = realloc(dfr, sizeof *nd * (size_t)cap);
+        if (!nd) return GDTE_INPROGRESS;
+        dfr = nd;
+        dfr_cap = cap;
+    }
+    void *base = NULL;
+    gdte_status_t st = map_peer(src_world, mk->rbase, &mk->handle, &base);
+    if (st != GDTE_OK) return st;
+    const char *remote = (const char *)((uintptr_t)base + (uintptr_t)mk->offset);
+    if (L.kind == GDTE_LAYOUT_KIND_UNITS) {
+        const gdte_unit_t *du = NULL;
+        if ((st = gdte_devplan_pin(type, &du)) != GDTE_OK) return st;
+        gdte_type_retain(type);
+        *pinned = type;
+        L.units = du;
+        if (mirror) gdte_ipo_cnt_g.node_units_same++;
+    }
+    /* A mirror's second buffer is the peer's, placed as ours: its first byte at our L.disp. */
+    gdte_batch_piece_t *p = &dfr[dfr_n++];
+    memset(p, 0, sizeof *p);
+    p->L = L;
+    p->user = user;
+    p->packed = (int64_t)(uintptr_t)(mirror ? remote - L.disp : remote);
+    p->mirror = mirror;
+    *queued = 1;
+    return GDTE_OK;
 }
 
 /* Bytes [0, n) of a UNITS sender's message (GPU): one kernel from its buffer to ours when our
@@ -1864,6 +1968,9 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
     if ((st = ensure_stream()) != GDTE_OK) return st;
     /* The application's last writes to its receive buffer land before the peer's bytes. */
     if (kind == GDTE_IPO_DEVICE && (st = stream_after_app()) != GDTE_OK) return st;
+    if (kind == GDTE_IPO_DEVICE && batch_depth &&
+        (st = defer_pull(mk, lay, src_world, n, user, count, type, queued, pinned)) != GDTE_INPROGRESS)
+        return st;
     if (mk->shape == SHAPE_UNITS) return pull_units(mk, lay, src_world, n, user, count, type, kind, queued, pinned);
     void *base = NULL;
     if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
@@ -2013,8 +2120,16 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
         if (queued && batch_n == batch_cap) {
             int cap = batch_cap ? 2 * batch_cap : 64;
             queued_fin_t *nb = realloc(batch, sizeof *nb * (size_t)cap);
-            if (nb) batch = nb, batch_cap = cap;
-            else queued = 0, s = gdte_gpu_stream_synchronize(node_stream);
+            if (nb) {
+                batch = nb, batch_cap = cap;
+            } else {
+                /* No room to leave it for the batch's end: its copy (deferred or queued) done now. */
+                gdte_stage_t *sc = NULL;
+                gdte_status_t s1 = dfr_n ? deferred_launch(&sc) : GDTE_OK, s2 = gdte_gpu_stream_synchronize(node_stream);
+                if (sc) gdte_stage_release(sc);
+                queued = 0;
+                s = s1 != GDTE_OK ? s1 : s2;
+            }
         }
         if (queued) {
             batch[batch_n++] = (queued_fin_t){sl, mk.word, w, mk.fin_tag, detached, pinned};

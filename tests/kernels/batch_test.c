@@ -14,7 +14,9 @@
  *    the block length; a UNITS piece without units refused;
  *  - the batch, packing and unpacking, against the host executor piece by piece: every byte of
  *    the packed buffer (the gaps keep their poison) and of the user buffers (bytes outside the
- *    type map keep theirs), one batch counted per call with data, none without.
+ *    type map keep theirs), one batch counted per call with data, none without;
+ *  - mirror pieces (one buffer of a layout to another of the same layout, no packed stream),
+ *    both directions, against a host pack of one buffer unpacked into the other.
  * The executor under test is the host backend's batch (gdte_host_exec_batch, which walks the
  * work list chunk by chunk) or, built with BATCH_EMULATED, the GPU kernel itself on the CPU
  * emulator of tests/gpu/emu (gdte_gpu_exec_batch, thread blocks taking chunks grid-stride).
@@ -214,6 +216,7 @@ static void one_batch(int b)
         p[i].user = q->user;
         off += rr(0, 1) ? rr(0, 3) * 8 : rr(0, 9); /* a gap before the stream, aligned or not */
         p[i].packed = off;
+        p[i].mirror = 0;
         off += q->count > 0 ? p[i].L.total : 0;
     }
     size_t pbytes = (size_t)off + 64;
@@ -267,6 +270,69 @@ static void one_batch(int b)
     free_types();
 }
 
+/* Mirror pieces (a copy between two buffers of one layout, no packed stream, packed = NULL):
+ * random types and counts, each piece between its own two allocations (base addresses
+ * misaligned apart or together), both directions; against the host executor's pack of one
+ * buffer unpacked into a poisoned copy of the other. Bytes outside the type map keep theirs. */
+static void mirror_batch(int b)
+{
+    int n = (int)rr(1, MAXP);
+    piece_t pc[MAXP], sec[MAXP];
+    gdte_batch_piece_t p[MAXP];
+    for (int i = 0; i < n; i++) {
+        piece_t *q = &pc[i], *o = &sec[i];
+        q->t = gen((int)rr(0, 3));
+        gdte_type_info_t in;
+        OK(gdte_type_get_info(q->t, &in));
+        int64_t size = in.size > 0 ? in.size : 1;
+        int64_t target = rr(0, 5) == 0 ? 0 : rr(0, 1) ? rr(1, 4096) : rr(1, 3 * GDTE_BATCH_CHUNK);
+        q->count = target / size + (target % size != 0);
+        if (q->count > 20000) q->count = 20000;
+        int64_t lb = in.true_lb + (q->count > 1 && in.extent < 0 ? (q->count - 1) * in.extent : 0);
+        int64_t span = q->count > 0 ? in.true_extent + (q->count - 1) * (in.extent < 0 ? -in.extent : in.extent) : 0;
+        int mis = (int)rr(0, 1) ? (int)rr(1, 7) : 0, mis2 = rr(0, 1) ? mis : (int)rr(0, 7);
+        q->bytes = o->bytes = (size_t)span + 64 + 8;
+        q->mem = malloc(q->bytes);
+        o->mem = malloc(o->bytes);
+        q->user = (char *)q->mem + 32 + mis - lb;
+        o->user = (char *)o->mem + 32 + mis2 - lb;
+        OK(gdte_engine_layout(q->t, q->count, &p[i].L));
+        p[i].user = q->user;
+        p[i].packed = (int64_t)(uintptr_t)o->user;
+        p[i].mirror = 1;
+    }
+    for (int d = 0; d < 2; d++) {
+        gdte_dir_t dir = d ? GDTE_DIR_PACK : GDTE_DIR_UNPACK; /* UNPACK: second -> user */
+        unsigned char *want[MAXP];
+        for (int i = 0; i < n; i++) {
+            piece_t *from = dir == GDTE_DIR_UNPACK ? &sec[i] : &pc[i], *to = dir == GDTE_DIR_UNPACK ? &pc[i] : &sec[i];
+            for (size_t k = 0; k < from->bytes; k++) from->mem[k] = (unsigned char)(rnd() >> 13);
+            memset(to->mem, POISON, to->bytes);
+            want[i] = malloc(to->bytes);
+            memset(want[i], POISON, to->bytes);
+            int64_t t = p[i].L.kind == GDTE_LAYOUT_KIND_EMPTY ? 0 : p[i].L.total;
+            if (pc[i].count > 0 && t > 0) {
+                unsigned char *tmp = malloc((size_t)t);
+                gdte_host_exec(&p[i].L, GDTE_DIR_PACK, from->user, tmp, 0, t);
+                gdte_host_exec(&p[i].L, GDTE_DIR_UNPACK, (char *)want[i] + (to->user - (char *)to->mem), tmp, 0, t);
+                free(tmp);
+            }
+        }
+        run_batch(p, n, dir, NULL);
+        for (int i = 0; i < n; i++) {
+            piece_t *to = dir == GDTE_DIR_UNPACK ? &pc[i] : &sec[i];
+            size_t k = 0;
+            while (k < to->bytes && to->mem[k] == want[i][k]) k++;
+            CHECK(k == to->bytes, "mirror batch %d piece %d (%s, count %lld, layout kind %d): byte %zu of %zu is %#x, want "
+                  "%#x (%s)", b, i, d ? "pack" : "unpack", (long long)pc[i].count, p[i].L.kind, k, to->bytes,
+                  k < to->bytes ? to->mem[k] : 0, k < to->bytes ? want[i][k] : 0, EXECUTOR);
+            free(want[i]);
+        }
+    }
+    for (int i = 0; i < n; i++) free(pc[i].mem), free(sec[i].mem);
+    free_types();
+}
+
 /* A UNITS piece with data but no units: the list refuses it. */
 static void invalid(void)
 {
@@ -292,6 +358,7 @@ int main(int argc, char **argv)
     rs = seed;
     invalid();
     for (int b = 0; b < batches; b++) one_batch(b);
+    for (int b = 0; b < batches / 2; b++) mirror_batch(b);
     printf("batch_test (%s): %d batches, seed %llu: %d failures\n", EXECUTOR, batches, (unsigned long long)seed,
            failures);
     return failures ? 1 : 0;
