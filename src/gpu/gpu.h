@@ -78,10 +78,6 @@ gdte_status_t gdte_gpu_stream_create(gdte_stream_t *s_p); /* non-blocking stream
 gdte_status_t gdte_gpu_stream_create_urgent(gdte_stream_t *s_p);
 gdte_status_t gdte_gpu_stream_destroy(gdte_stream_t s);
 gdte_status_t gdte_gpu_stream_synchronize(gdte_stream_t s);
-/* GDTE_OK when everything queued so far on the calling thread's default streams (the legacy
- * one and its per-thread one) has finished, GDTE_INPROGRESS when not yet. A host-side check:
- * nothing is queued, so an idle application costs no GPU work and no context switch. */
-gdte_status_t gdte_gpu_default_streams_query(void);
 typedef void *gdte_gpu_event_t;
 gdte_status_t gdte_gpu_event_create(gdte_gpu_event_t *e_p, int timing);
 gdte_status_t gdte_gpu_event_destroy(gdte_gpu_event_t e);

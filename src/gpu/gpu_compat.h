@@ -132,8 +132,6 @@ typedef cudaGraphExec_t hipGraphExec_t;
 #define hipStreamNonBlocking cudaStreamNonBlocking
 #define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize
-#define hipStreamQuery cudaStreamQuery
-#define hipStreamPerThread cudaStreamPerThread
 #define hipStreamWaitEvent cudaStreamWaitEvent
 
 #define hipEventCreateWithFlags cudaEventCreateWithFlags

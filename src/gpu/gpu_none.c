@@ -45,7 +45,6 @@ gdte_status_t gdte_gpu_event_create(gdte_gpu_event_t *e, int t) { (void)e; (void
 gdte_status_t gdte_gpu_event_destroy(gdte_gpu_event_t e) { (void)e; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_event_record(gdte_gpu_event_t e, gdte_stream_t s) { (void)e; (void)s; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_event_query(gdte_gpu_event_t e) { (void)e; return GDTE_OK; }
-gdte_status_t gdte_gpu_default_streams_query(void) { return GDTE_OK; }
 gdte_status_t gdte_gpu_event_synchronize(gdte_gpu_event_t e) { (void)e; return GDTE_OK; }
 gdte_status_t gdte_gpu_event_elapsed_ms(gdte_gpu_event_t a, gdte_gpu_event_t b, float *ms) { (void)a; (void)b; (void)ms; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_stream_wait_event(gdte_stream_t s, gdte_gpu_event_t e) { (void)s; (void)e; return GDTE_ERR_NO_DEVICE; }

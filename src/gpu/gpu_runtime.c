@@ -386,24 +386,6 @@ gdte_status_t gdte_gpu_stream_synchronize(gdte_stream_t s)
     return GDTE_OK;
 }
 
-static gdte_status_t stream_query(hipStream_t s)
-{
-    hipError_t r = hipStreamQuery(s);
-    if (r == hipErrorNotReady) {
-        (void)hipGetLastError();
-        return GDTE_INPROGRESS;
-    }
-    CHECK(r);
-    return GDTE_OK;
-}
-
-gdte_status_t gdte_gpu_default_streams_query(void)
-{
-    if (!available) return GDTE_OK;
-    gdte_status_t st = stream_query((hipStream_t)0);
-    return st == GDTE_OK ? stream_query(hipStreamPerThread) : st;
-}
-
 gdte_status_t gdte_gpu_event_create(gdte_gpu_event_t *e_p, int timing)
 {
     NEED_DEVICE();

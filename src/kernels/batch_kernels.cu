@@ -160,6 +160,18 @@ template <int DIR> __device__ void do_units(const bpiece &P, int64_t lo, int64_t
         *g0_s = rep * nu + gdte_layout_find_unit(U, nu, lo - rep * rb);
     }
     __syncthreads();
+    {
+        /* A unit holding the whole chunk (units longer than a chunk): the whole block copies it,
+         * not one warp. */
+        int64_t g = *g0_s, rep = bdiv(g, nu), i = g - rep * nu;
+        gdte_unit_t un = U[i];
+        int64_t start = rep * rb + un.packed;
+        if (start <= lo && start + un.len >= hi) {
+            char *u = P.user + gdte_layout_rep_offset(&L, rep) + un.src + (lo - start);
+            move<DIR>(u, other(P, u, lo), hi - lo, threadIdx.x, blockDim.x);
+            return;
+        }
+    }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     for (int64_t g = *g0_s + warp;; g += nwarps) {
         int64_t rep = bdiv(g, nu), i = g - rep * nu;
