@@ -1695,8 +1695,12 @@ static _Thread_local gdte_batch_piece_t *dfr;
 /* Messages of this size and more are copied on their own: their copy outlasts a launch, and the
  * copy engines (dense) or the per-layout kernels move them faster than the batched kernel (one
  * H200, window of 64: 16 MiB dense 10.3 us a message alone, 11.9 batched; 4 MiB 10.2 alone,
- * 8.2 batched: b6281ab). */
+ * 8.2 batched: b6281ab). Strided and irregular layouts gain less from the batch: at 4 MiB their
+ * tuned kernels, one launch each, matched or beat it (vector 7.56 us alone, 7.87 batched;
+ * indexed 7.79 against 9.07), at 1 MiB the batch won (vector 6.61 against 7.63, indexed 7.01
+ * against 8.08: b7436c4). */
 #define BATCH_MAX (8 << 20)
+#define BATCH_MAX_SPARSE (2 << 20)
 static _Thread_local int dfr_n, dfr_cap;
 static gdte_status_t deferred_launch(gdte_stage_t **scratch_p);
 
@@ -1837,6 +1841,7 @@ static gdte_status_t defer_pull(const mark_t *mk, const node_lay_t *w, int src_w
     if (!node_batch || n != mk->nbytes || n >= BATCH_MAX || gdte_engine_layout(type, count, &L) != GDTE_OK ||
         L.total != n)
         return GDTE_INPROGRESS;
+    if (n >= BATCH_MAX_SPARSE && (L.kind != GDTE_LAYOUT_KIND_CONTIG || mk->shape != SHAPE_CONTIG)) return GDTE_INPROGRESS;
     int mirror;
     if (mk->shape == SHAPE_CONTIG) {
         mirror = 0;
