@@ -2,7 +2,7 @@
 # A quick bench/mpi run on the device (gdte_mpi and mpibench built alone, plain Open MPI): used
 # where a whole tools/device_run.sh section would not fit the device time. Run by the device
 # tool from the repository root with OUT set; carry .deps.
-#   QUICK_SIZES     sizes (default 1K,64K,1M,4M,16M)
+#   QUICK_SIZES     sizes (default 1K,64K,1M,4M,16M); QUICK_BUDGET seconds per measurement (0.1)
 #   QUICK_VARIANTS  space-separated label:VAR=VAL,VAR=VAL... runs, each with its own CSV
 #                   ($OUT/mpi-quick-<label>.csv) and log; default one run "default:" written
 #                   to $OUT/mpi-quick.csv as before.
@@ -18,7 +18,7 @@ for v in ${QUICK_VARIANTS:-default:}; do
     else csv=$OUT/mpi-quick-$label.csv log=$OUT/q_bench-$label.log; fi
     for kv in ${envs//,/ }; do export "$kv"; xs+=(-x "${kv%%=*}"); done
     echo "== variant $label ($envs)"
-    timeout 200 mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT "${xs[@]}" -x LD_PRELOAD=$PWD/$B/src/mpi/libgdte_mpi.so $B/bench/mpi/mpibench --mem device --mpi-label plain --csv $csv --sizes $sizes --budget 0.1 > $log 2>&1
+    timeout 200 mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT "${xs[@]}" -x LD_PRELOAD=$PWD/$B/src/mpi/libgdte_mpi.so $B/bench/mpi/mpibench --mem device --mpi-label plain --csv $csv --sizes $sizes --budget ${QUICK_BUDGET:-0.1} > $log 2>&1
     grep -v "^\[gdte" $log | tail -40
     for kv in ${envs//,/ }; do unset "${kv%%=*}"; done
 done
