@@ -1834,13 +1834,11 @@ static gdte_status_t deferred_launch(gdte_stage_t **scratch_p)
 /* A receive of the whole message that the batch's kernel can copy: left for the batch's end
  * (GDTE_OK, *queued set; `*pinned` the receiver's plan, pinned until the copy is done), or
  * GDTE_INPROGRESS where it cannot (the caller copies it now). */
-static gdte_status_t defer_pull(const mark_t *mk, const node_lay_t *w, int src_world, int64_t n, void *user, int count,
-                                gdte_type_h type, int *queued, gdte_type_h *pinned)
+static gdte_status_t defer_pull(const mark_t *mk, const node_lay_t *w, int src_world, int64_t n, void *user,
+                                const gdte_layout_t *Ld, gdte_type_h type, int *queued, gdte_type_h *pinned)
 {
-    gdte_layout_t L;
-    if (!node_batch || n != mk->nbytes || n >= BATCH_MAX || gdte_engine_layout(type, count, &L) != GDTE_OK ||
-        L.total != n)
-        return GDTE_INPROGRESS;
+    gdte_layout_t L = *Ld;
+    if (!node_batch || n != mk->nbytes || n >= BATCH_MAX || L.total != n) return GDTE_INPROGRESS;
     if (n >= BATCH_MAX_SPARSE && (L.kind != GDTE_LAYOUT_KIND_CONTIG || mk->shape != SHAPE_CONTIG)) return GDTE_INPROGRESS;
     int mirror;
     if (mk->shape == SHAPE_CONTIG) {
@@ -1891,13 +1889,14 @@ static gdte_status_t defer_pull(const mark_t *mk, const node_lay_t *w, int src_w
  * the sender's mapped units, straight into a contiguous receive or into staging, then our
  * unpack. Everything on node_stream, in this process: the sender runs nothing. */
 static gdte_status_t pull_units(const mark_t *mk, const node_lay_t *w, int src_world, int64_t n, void *user, int count,
-                                gdte_type_h type, gdte_ipo_kind_t kind, int *queued, gdte_type_h *pinned)
+                                gdte_type_h type, gdte_ipo_kind_t kind, const gdte_layout_t *Ld, int *queued,
+                                gdte_type_h *pinned)
 {
     gdte_layout_t Lr;
-    memset(&Lr, 0, sizeof Lr);
+    if (Ld) Lr = *Ld;
+    else memset(&Lr, 0, sizeof Lr);
     gdte_status_t st = GDTE_OK;
     void *base = NULL, *ub = NULL;
-    if (kind == GDTE_IPO_DEVICE && (st = gdte_engine_layout(type, count, &Lr)) != GDTE_OK) return st;
     int same = kind == GDTE_IPO_DEVICE && lay_same(w, &Lr, type);
     /* Two mappings of the peer: opening one may close the other (a stale mapping of the peer
      * found in the way drops them all), so both are taken again until neither open closed one. */
@@ -1970,12 +1969,16 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
         return st;
     }
     if ((st = ensure_stream()) != GDTE_OK) return st;
-    /* The application's last writes to its receive buffer land before the peer's bytes. */
-    if (kind == GDTE_IPO_DEVICE && (st = stream_after_app()) != GDTE_OK) return st;
-    if (kind == GDTE_IPO_DEVICE && batch_depth &&
-        (st = defer_pull(mk, lay, src_world, n, user, count, type, queued, pinned)) != GDTE_INPROGRESS)
-        return st;
-    if (mk->shape == SHAPE_UNITS) return pull_units(mk, lay, src_world, n, user, count, type, kind, queued, pinned);
+    gdte_layout_t Ld; /* a device receive's layout */
+    if (kind == GDTE_IPO_DEVICE) {
+        /* The application's last writes to its receive buffer land before the peer's bytes. */
+        if ((st = stream_after_app()) != GDTE_OK || (st = gdte_engine_layout(type, count, &Ld)) != GDTE_OK) return st;
+        if (batch_depth && (st = defer_pull(mk, lay, src_world, n, user, &Ld, type, queued, pinned)) != GDTE_INPROGRESS)
+            return st;
+    }
+    if (mk->shape == SHAPE_UNITS)
+        return pull_units(mk, lay, src_world, n, user, count, type, kind, kind == GDTE_IPO_DEVICE ? &Ld : NULL, queued,
+                          pinned);
     void *base = NULL;
     if ((st = map_peer(src_world, mk->rbase, &mk->handle, &base)) != GDTE_OK) return st;
     const char *remote = (const char *)((uintptr_t)base + (uintptr_t)mk->offset);
@@ -1997,18 +2000,16 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
     while (a > 1 && (((uintptr_t)remote | (uintptr_t)Ls.blocklen | (uintptr_t)(Ls.ndims ? Ls.stride[0] : 0)) % a)) a >>= 1;
     Ls.align = a;
     if (kind == GDTE_IPO_DEVICE) {
-        gdte_layout_t Ld;
-        st = gdte_engine_layout(type, count, &Ld);
-        if (st == GDTE_OK && Ld.kind == GDTE_LAYOUT_KIND_CONTIG && Ls.kind == GDTE_LAYOUT_KIND_CONTIG) {
+        if (Ld.kind == GDTE_LAYOUT_KIND_CONTIG && Ls.kind == GDTE_LAYOUT_KIND_CONTIG) {
             /* Dense to dense: the copy engines, as the MPI's own IPC copy (no SMs held). */
             st = gdte_gpu_memcpy_async((char *)user + Ld.disp, remote, (size_t)n, node_stream);
-        } else if (st == GDTE_OK && (Ld.kind == GDTE_LAYOUT_KIND_CONTIG || Ld.kind == GDTE_LAYOUT_KIND_STRIDED)) {
+        } else if (Ld.kind == GDTE_LAYOUT_KIND_CONTIG || Ld.kind == GDTE_LAYOUT_KIND_STRIDED) {
             st = gdte_gpu_exec_copy(&Ls, remote, &Ld, user, 0, n, node_stream, 0);
-        } else if (st == GDTE_OK && mk->shape == SHAPE_CONTIG) {
+        } else if (mk->shape == SHAPE_CONTIG) {
             gdte_pack_params_t p = {.field_mask = GDTE_PACK_FIELD_STREAM, .stream = node_stream,
                                     .flags = GDTE_PACK_FLAG_ASYNC};
             st = gdte_unpack(remote, n, user, count, type, &p, NULL);
-        } else if (st == GDTE_OK) {
+        } else {
             gdte_stage_t *tmp = NULL;
             st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)n, &tmp);
             if (st == GDTE_OK) st = gdte_gpu_exec(&Ls, GDTE_DIR_PACK, (void *)remote, tmp->ptr, 0, n, node_stream, 0);
@@ -2119,22 +2120,17 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
             lay = &lay_buf;
         }
         int64_t t = prof_t0();
-        if (s == GDTE_OK) s = pull(&at, lay, w, n, user, count, type, kind, &queued, &pinned);
-        prof_add(P_RECV_PULL, t);
-        if (queued && batch_n == batch_cap) {
+        /* Room for its record in the batch first; with none, this receive is copied outside it. */
+        int depth = batch_depth;
+        if (batch_depth && batch_n == batch_cap) {
             int cap = batch_cap ? 2 * batch_cap : 64;
             queued_fin_t *nb = realloc(batch, sizeof *nb * (size_t)cap);
-            if (nb) {
-                batch = nb, batch_cap = cap;
-            } else {
-                /* No room to leave it for the batch's end: its copy (deferred or queued) done now. */
-                gdte_stage_t *sc = NULL;
-                gdte_status_t s1 = dfr_n ? deferred_launch(&sc) : GDTE_OK, s2 = gdte_gpu_stream_synchronize(node_stream);
-                if (sc) gdte_stage_release(sc);
-                queued = 0;
-                s = s1 != GDTE_OK ? s1 : s2;
-            }
+            if (nb) batch = nb, batch_cap = cap;
+            else batch_depth = 0;
         }
+        if (s == GDTE_OK) s = pull(&at, lay, w, n, user, count, type, kind, &queued, &pinned);
+        batch_depth = depth;
+        prof_add(P_RECV_PULL, t);
         if (queued) {
             batch[batch_n++] = (queued_fin_t){sl, mk.word, w, mk.fin_tag, detached, pinned};
         } else {

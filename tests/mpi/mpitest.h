@@ -375,6 +375,18 @@ static inline int mt_ubuf_check(const mt_ubuf_t *u, const char *what)
     return i == u->len;
 }
 
+/* `count` elements of `t` at `buf` as one committed type to send or receive at MPI_BOTTOM: a
+ * struct of one block at buf's absolute address. The caller frees it. */
+static inline MPI_Datatype mt_bottom_type(const void *buf, int count, MPI_Datatype t)
+{
+    MPI_Aint a;
+    MPI_Datatype b;
+    MPI_Get_address(buf, &a);
+    MPI_Type_create_struct(1, &count, &a, &t, &b);
+    MPI_Type_commit(&b);
+    return b;
+}
+
 static inline int mt_finish(const char *name)
 {
     /* GDTETEST_EXPECT_COUNTER=name[,name...]: the run must have moved each of these counters of

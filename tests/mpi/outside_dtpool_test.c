@@ -513,13 +513,8 @@ static void exchange(int k, const char *desc, MPI_Datatype st, int sc, MPI_Datat
         MT_MPI(MPI_Recv_init(r.buf, rc, rt, left, tag, MPI_COMM_WORLD, &q[1]));
     }
     if (c == C_BOTTOM) {
-        MPI_Aint as, ar;
-        MPI_Get_address(s.buf, &as);
-        MPI_Get_address(r.buf, &ar);
-        MPI_Type_create_struct(1, &sc, &as, &st, &sbt);
-        MPI_Type_create_struct(1, &rc, &ar, &rt, &rbt);
-        MPI_Type_commit(&sbt);
-        MPI_Type_commit(&rbt);
+        sbt = mt_bottom_type(s.buf, sc, st);
+        rbt = mt_bottom_type(r.buf, rc, rt);
     }
     for (int round = 0; round < rounds; round++) {
         ub_set(&s, seed_of(mt_rank, k, round));

@@ -220,14 +220,9 @@ static void exchange(int c, const tcase_t *tc, int flip, int sdev, int rdev, int
         MT_MPI(MPI_Recv_init(r.buf, rcn, rt, left, tag, MPI_COMM_WORLD, &q[1]));
     }
     if (c == C_BOTTOM) {
-        /* The whole message at its absolute address: a struct of one block of `count` elements. */
-        MPI_Aint as, ar;
-        MPI_Get_address(s.buf, &as);
-        MPI_Get_address(r.buf, &ar);
-        MPI_Type_create_struct(1, &sc, &as, &st, &sbt);
-        MPI_Type_create_struct(1, &rcn, &ar, &rt, &rbt);
-        MPI_Type_commit(&sbt);
-        MPI_Type_commit(&rbt);
+        /* The whole message at its absolute address. */
+        sbt = mt_bottom_type(s.buf, sc, st);
+        rbt = mt_bottom_type(r.buf, rcn, rt);
     }
     for (int round = 0; round < rounds; round++) {
         ub_set(&s, seed_of(mt_rank, round, k));

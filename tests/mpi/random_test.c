@@ -482,15 +482,8 @@ static void run_case(uint64_t seed, int64_t k)
     void *sbuf = sb.buf, *rbuf = rb.buf;
     MPI_Datatype bot_s = MPI_DATATYPE_NULL, bot_r = MPI_DATATYPE_NULL;
     if (mode == 2) {
-        MPI_Aint a;
-        int one = s_cnt;
-        MPI_Get_address(sb.buf, &a);
-        MPI_Type_create_struct(1, &one, &a, &st.t, &bot_s);
-        MPI_Type_commit(&bot_s);
-        one = r_cnt;
-        MPI_Get_address(rb.buf, &a);
-        MPI_Type_create_struct(1, &one, &a, &rt, &bot_r);
-        MPI_Type_commit(&bot_r);
+        bot_s = mt_bottom_type(sb.buf, s_cnt, st.t);
+        bot_r = mt_bottom_type(rb.buf, r_cnt, rt);
         s_use = bot_s;
         r_use = bot_r;
         s_cnt = r_cnt = 1;
