@@ -173,9 +173,11 @@ static int64_t now_ns(void)
 /* GDTETEST_NODE_PROF=1: where the node path's host time goes, per stage (count, mean), printed by
  * every process at MPI_Finalize. For measurements on the device; off, each stage costs a test
  * of one flag. */
-enum { P_SEND, P_SEND_APP, P_SEND_EXPORT, P_SEND_POST, P_RECV, P_RECV_APP, P_RECV_PULL, P_BATCH_SYNC, P_BATCH_FIN, P_N };
-static const char *const prof_name[P_N] = {"send",      "send.app_wait", "send.export", "send.mpi_posts", "recv",
-                                           "recv.app_order", "recv.queue", "batch.sync",  "batch.fins"};
+enum { P_SEND, P_SEND_PROGRESS, P_SEND_SHAPE, P_SEND_APP, P_SEND_EXPORT, P_SEND_POST, P_RECV, P_RECV_APP, P_RECV_PULL,
+       P_BATCH_SYNC, P_BATCH_FIN, P_N };
+static const char *const prof_name[P_N] = {"send",        "send.progress",  "send.shape", "send.app_wait",
+                                           "send.export", "send.mpi_posts", "recv",       "recv.app_order",
+                                           "recv.queue",  "batch.sync",     "batch.fins"};
 static int prof_on;
 static _Atomic int64_t prof_ns[P_N], prof_n[P_N];
 static int64_t prof_t0(void) { return prof_on ? now_ns() : 0; }
@@ -1256,6 +1258,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
 
     int64_t t_send = prof_t0();
     gdte_ipo_node_sends_progress();
+    prof_add(P_SEND_PROGRESS, t_send);
     node_send_t *s = send_get();
     gdte_ipo_req_t *r = s ? gdte_ipo_req_new() : NULL;
     if (!r) {
@@ -1276,11 +1279,13 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     }
     const void *first = NULL, *anchor = NULL;
     node_lay_t lay;
+    int64_t t = prof_t0();
     st = send_shape(buf, count, type, fake, nbytes, pack, mk, s, &lay, &first, &anchor);
+    prof_add(P_SEND_SHAPE, t);
     if (!anchor) anchor = first;
     /* The receiver reads the user's buffer in place: what the application queued before this
      * call is in it first (a packed copy was made after that work already). */
-    int64_t t = prof_t0();
+    t = prof_t0();
     if (st == GDTE_OK && !fake && !s->stage) st = host_after_app(), prof_add(P_SEND_APP, t);
     if (st == GDTE_OK && !fake) {
         t = prof_t0();
