@@ -1709,6 +1709,36 @@ static _Thread_local gdte_batch_piece_t *dfr;
 static _Thread_local int dfr_n, dfr_cap;
 static gdte_status_t deferred_launch(gdte_stage_t **scratch_p);
 
+/* The two per-thread arrays grow (doubling from 64), never shrink; a thread that exits frees
+ * them through a key's destructor, as interpose_req.c's scratch (the thread-local pointers are
+ * still valid then). */
+static pthread_key_t batch_key;
+static pthread_once_t batch_once = PTHREAD_ONCE_INIT;
+static void batch_release(void *unused)
+{
+    (void)unused;
+    free(batch);
+    free(dfr);
+    batch = NULL;
+    dfr = NULL;
+    batch_cap = dfr_cap = 0;
+}
+static void batch_key_init(void) { pthread_key_create(&batch_key, batch_release); }
+/* *arr grown to the next capacity (*cap updated); 0 when there is no memory (unchanged). */
+static int batch_grow(void **arr, int *cap, size_t elem)
+{
+    if (!batch_cap && !dfr_cap) {
+        pthread_once(&batch_once, batch_key_init);
+        pthread_setspecific(batch_key, &batch_once); /* any non-NULL value arms the destructor */
+    }
+    int c = *cap ? 2 * *cap : 64;
+    void *p = realloc(*arr, elem * (size_t)c);
+    if (!p) return 0;
+    *arr = p;
+    *cap = c;
+    return 1;
+}
+
 static void finish_word(slot_t *sl, uint64_t word, int peer, int fin_tag, int detached)
 {
     atomic_store_explicit(&sl->word, W_GEN(word) | W_DONE, memory_order_release);
@@ -1859,13 +1889,7 @@ static gdte_status_t defer_pull(const mark_t *mk, const node_lay_t *w, int src_w
     } else {
         return GDTE_INPROGRESS;
     }
-    if (dfr_n == dfr_cap) {
-        int cap = dfr_cap ? 2 * dfr_cap : 64;
-        gdte_batch_piece_t *nd = realloc(dfr, sizeof *nd * (size_t)cap);
-        if (!nd) return GDTE_INPROGRESS;
-        dfr = nd;
-        dfr_cap = cap;
-    }
+    if (dfr_n == dfr_cap && !batch_grow((void **)&dfr, &dfr_cap, sizeof *dfr)) return GDTE_INPROGRESS;
     void *base = NULL;
     gdte_status_t st = map_peer(src_world, mk->rbase, &mk->handle, &base);
     if (st != GDTE_OK) return st;
@@ -2125,14 +2149,12 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
             lay = &lay_buf;
         }
         int64_t t = prof_t0();
-        /* Room for its record in the batch first; with none, this receive is copied outside it. */
+        /* Room for its record in the batch first (only device receives are queued); with none,
+         * this receive is copied outside it. */
         int depth = batch_depth;
-        if (batch_depth && batch_n == batch_cap) {
-            int cap = batch_cap ? 2 * batch_cap : 64;
-            queued_fin_t *nb = realloc(batch, sizeof *nb * (size_t)cap);
-            if (nb) batch = nb, batch_cap = cap;
-            else batch_depth = 0;
-        }
+        if (batch_depth && kind == GDTE_IPO_DEVICE && batch_n == batch_cap &&
+            !batch_grow((void **)&batch, &batch_cap, sizeof *batch))
+            batch_depth = 0;
         if (s == GDTE_OK) s = pull(&at, lay, w, n, user, count, type, kind, &queued, &pinned);
         batch_depth = depth;
         prof_add(P_RECV_PULL, t);
