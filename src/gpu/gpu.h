@@ -103,11 +103,6 @@ typedef struct gdte_gpu_ipc_handle { unsigned char bytes[GDTE_GPU_IPC_HANDLE_BYT
 gdte_status_t gdte_gpu_ipc_get_handle(void *dev_ptr, gdte_gpu_ipc_handle_t *h_p);
 gdte_status_t gdte_gpu_ipc_open(const gdte_gpu_ipc_handle_t *h, void **dev_ptr_p);
 gdte_status_t gdte_gpu_ipc_close(void *dev_ptr);
-/* Events another process can wait for: one made shareable (no timing) and its handle, and a
- * peer's opened from its handle (destroyed with gdte_gpu_event_destroy). A stream that waits for
- * the opened event waits for the exporter's latest record of it. */
-gdte_status_t gdte_gpu_event_create_ipc(gdte_gpu_event_t *e_p, gdte_gpu_ipc_handle_t *h_p);
-gdte_status_t gdte_gpu_ipc_event_open(const gdte_gpu_ipc_handle_t *h, gdte_gpu_event_t *e_p);
 
 /* Incremented whenever gdte releases an address range (free, host free, unregister, IPC
  * close): caches of address ranges compare it to know when to drop their entries. */

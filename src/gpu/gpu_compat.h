@@ -74,7 +74,6 @@ typedef cudaEvent_t hipEvent_t;
 typedef struct cudaDeviceProp hipDeviceProp_t;
 typedef struct cudaPointerAttributes hipPointerAttribute_t;
 typedef cudaIpcMemHandle_t hipIpcMemHandle_t;
-typedef cudaIpcEventHandle_t hipIpcEventHandle_t;
 typedef cudaGraph_t hipGraph_t;
 typedef cudaGraphExec_t hipGraphExec_t;
 
@@ -145,9 +144,6 @@ typedef cudaGraphExec_t hipGraphExec_t;
 #define hipEventElapsedTime cudaEventElapsedTime
 
 #define hipIpcGetMemHandle cudaIpcGetMemHandle
-#define hipIpcGetEventHandle cudaIpcGetEventHandle
-#define hipIpcOpenEventHandle cudaIpcOpenEventHandle
-#define hipEventInterprocess cudaEventInterprocess
 #define hipIpcOpenMemHandle cudaIpcOpenMemHandle
 #define hipIpcCloseMemHandle cudaIpcCloseMemHandle
 #define hipIpcMemLazyEnablePeerAccess cudaIpcMemLazyEnablePeerAccess

@@ -56,7 +56,5 @@ gdte_status_t gdte_gpu_graph_destroy(gdte_gpu_graph_t g) { (void)g; return GDTE_
 gdte_status_t gdte_gpu_ipc_get_handle(void *p, gdte_gpu_ipc_handle_t *h) { (void)p; (void)h; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_ipc_open(const gdte_gpu_ipc_handle_t *h, void **p) { (void)h; (void)p; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_ipc_close(void *p) { (void)p; return GDTE_ERR_NO_DEVICE; }
-gdte_status_t gdte_gpu_event_create_ipc(gdte_gpu_event_t *e, gdte_gpu_ipc_handle_t *h) { (void)e; (void)h; return GDTE_ERR_NO_DEVICE; }
-gdte_status_t gdte_gpu_ipc_event_open(const gdte_gpu_ipc_handle_t *h, gdte_gpu_event_t *e) { (void)h; (void)e; return GDTE_ERR_NO_DEVICE; }
 uint64_t gdte_gpu_unmap_epoch(void) { return 0; }
 const char *gdte_gpu_last_error(void) { return "no GPU backend in this build"; }

@@ -524,36 +524,6 @@ gdte_status_t gdte_gpu_ipc_open(const gdte_gpu_ipc_handle_t *h, void **dev_ptr_p
     return GDTE_OK;
 }
 
-_Static_assert(sizeof(hipIpcEventHandle_t) <= GDTE_GPU_IPC_HANDLE_BYTES, "IPC event handle does not fit");
-
-gdte_status_t gdte_gpu_event_create_ipc(gdte_gpu_event_t *e_p, gdte_gpu_ipc_handle_t *h_p)
-{
-    NEED_DEVICE();
-    hipEvent_t e;
-    CHECK(hipEventCreateWithFlags(&e, hipEventDisableTiming | hipEventInterprocess));
-    hipIpcEventHandle_t h;
-    hipError_t r = hipIpcGetEventHandle(&h, e);
-    if (r != hipSuccess) {
-        (void)hipEventDestroy(e);
-        CHECK(r);
-    }
-    memset(h_p, 0, sizeof *h_p);
-    memcpy(h_p->bytes, &h, sizeof h);
-    *e_p = (gdte_gpu_event_t)e;
-    return GDTE_OK;
-}
-
-gdte_status_t gdte_gpu_ipc_event_open(const gdte_gpu_ipc_handle_t *h, gdte_gpu_event_t *e_p)
-{
-    NEED_DEVICE();
-    hipIpcEventHandle_t hh;
-    memcpy(&hh, h->bytes, sizeof hh);
-    hipEvent_t e;
-    CHECK(hipIpcOpenEventHandle(&e, hh));
-    *e_p = (gdte_gpu_event_t)e;
-    return GDTE_OK;
-}
-
 gdte_status_t gdte_gpu_ipc_close(void *dev_ptr)
 {
     NEED_DEVICE();

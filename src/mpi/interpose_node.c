@@ -76,11 +76,8 @@ typedef struct mark {
     uint64_t addr;     /* the first byte's address in the sender */
     uint64_t rbase;    /* IPC: the exported allocation's base address in the sender */
     uint64_t word;     /* IPC: the completion word's value while the data waits (W_POSTED) */
-    int32_t ev;        /* IPC: the receiver's copy waits for the sender's event `evh` first */
-    int32_t spare;
     gdte_gpu_ipc_handle_t handle;
-    gdte_gpu_ipc_handle_t evh; /* the sender's shareable event, recorded after its application's work */
-    unsigned char pad[GDTE_IPO_MARK_BYTES - 8 * 11 - 4 * 6 - 2 * GDTE_GPU_IPC_HANDLE_BYTES];
+    unsigned char pad[GDTE_IPO_MARK_BYTES - 8 * 11 - 4 * 4 - GDTE_GPU_IPC_HANDLE_BYTES];
 } mark_t;
 _Static_assert(sizeof(mark_t) == GDTE_IPO_MARK_BYTES, "marker size");
 
@@ -143,16 +140,6 @@ static _Atomic(gdte_stream_t) node_stream; /* set once, after its events */
  * waits for it on the host before another process may read its buffer. A cudaMemcpy from
  * pageable memory or a cudaMemset returns before its bytes have landed. */
 static gdte_gpu_event_t node_ev_app, node_ev_send;
-/* The sender's side of that order without a wait on the host: one shareable event (made at the
- * first device send, on its GPU) recorded on the default stream for each send and named in the
- * marker; the receiver's stream waits for it before the copy (peer_ev: the peers' events, opened
- * once each). ev_ipc: 0 not tried yet, 1 made, -1 not possible (the host waits, as before). */
-static gdte_gpu_event_t node_ev_ipc;
-static gdte_gpu_ipc_handle_t node_evh;
-static _Atomic int ev_ipc;
-static gdte_gpu_event_t *peer_ev; /* per world rank, under node_lock */
-static gdte_gpu_ipc_handle_t *peer_evh;
-static int host_wait; /* GDTETEST_NODE_HOST_WAIT=1: the sender waits on the host (measurements) */
 
 /* ---- completion words in shared memory ----
  * Each process of the node path owns SLOTS words in a POSIX shared-memory segment that its
@@ -554,7 +541,6 @@ int gdte_ipo_node_init(void)
     if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
     prof_on = getenv("GDTETEST_NODE_PROF") && atoi(getenv("GDTETEST_NODE_PROF"));
     if (getenv("GDTETEST_NODE_BATCH")) node_batch = atoi(getenv("GDTETEST_NODE_BATCH")) != 0;
-    host_wait = getenv("GDTETEST_NODE_HOST_WAIT") && atoi(getenv("GDTETEST_NODE_HOST_WAIT"));
     void *ub = NULL;
     int flag = 0;
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -701,15 +687,6 @@ void gdte_ipo_node_finalize(void)
     if (node_ev_app) gdte_gpu_event_destroy(node_ev_app);
     if (node_ev_send) gdte_gpu_event_destroy(node_ev_send);
     node_ev_app = node_ev_send = NULL;
-    for (int w = 0; peer_ev && w < world_size; w++)
-        if (peer_ev[w]) gdte_gpu_event_destroy(peer_ev[w]);
-    free(peer_ev);
-    free(peer_evh);
-    peer_ev = NULL;
-    peer_evh = NULL;
-    if (node_ev_ipc) gdte_gpu_event_destroy(node_ev_ipc);
-    node_ev_ipc = NULL;
-    atomic_store(&ev_ipc, 0);
     for (int w = 0; peer_slots && w < world_size; w++)
         if (peer_slots[w] && peer_slots[w] != my_slots) munmap(peer_slots[w], SEG_BYTES);
     free(peer_slots);
@@ -797,8 +774,6 @@ static _Atomic int pending_n; /* its length, read without the lock */
 static pthread_mutex_t send_lock = PTHREAD_MUTEX_INITIALIZER;
 static gdte_status_t ensure_stream(void);
 static gdte_status_t host_after_app(void);
-static gdte_status_t stream_after_app(void);
-static gdte_status_t order_for_peer(mark_t *mk);
 
 /* Records recycled like the internal sends': nothing allocated per message in steady state. */
 static node_send_t *send_get(void)
@@ -895,8 +870,6 @@ static int detach(node_send_t *s)
             st = gdte_xfer_pack_stage(s->user, s->count, s->type, s->fake, cp, s->mk.nbytes); /* synchronous */
         } else {
             if (st == GDTE_OK && !s->fake) st = ensure_stream();
-            /* After the application's default-stream work: the send did not wait for it. */
-            if (st == GDTE_OK && !s->fake && s->mk.ev) st = stream_after_app();
             if (st == GDTE_OK)
                 st = copy_shape(cp->ptr, (const char *)(uintptr_t)s->mk.addr, &s->mk, s->mk.nbytes, s->fake, node_stream);
             if (st == GDTE_OK && !s->fake) st = gdte_gpu_stream_synchronize(node_stream);
@@ -1313,7 +1286,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     /* The receiver reads the user's buffer in place: what the application queued before this
      * call is in it first (a packed copy was made after that work already). */
     t = prof_t0();
-    if (st == GDTE_OK && !fake && !s->stage) st = order_for_peer(mk), prof_add(P_SEND_APP, t);
+    if (st == GDTE_OK && !fake && !s->stage) st = host_after_app(), prof_add(P_SEND_APP, t);
     if (st == GDTE_OK && !fake) {
         t = prof_t0();
         st = export_ptr(anchor, &mk->handle, &mk->offset, &mk->rbase);
@@ -1846,63 +1819,6 @@ static gdte_status_t host_after_app(void)
     return st == GDTE_OK ? gdte_gpu_event_synchronize(node_ev_send) : st;
 }
 
-/* What the application queued on its default stream before this send comes before the peer's
- * read of the buffer: the shareable event recorded (the receiver's stream waits for it; nothing
- * waits here), or where no such event can be made, a wait on the host. */
-static gdte_status_t order_for_peer(mark_t *mk)
-{
-    gdte_status_t st = ensure_stream();
-    if (st != GDTE_OK) return st;
-    if (!host_wait && atomic_load(&ev_ipc) == 0) {
-        pthread_mutex_lock(&node_lock);
-        if (atomic_load(&ev_ipc) == 0)
-            atomic_store(&ev_ipc, gdte_gpu_event_create_ipc(&node_ev_ipc, &node_evh) == GDTE_OK ? 1 : -1);
-        pthread_mutex_unlock(&node_lock);
-    }
-    if (!host_wait && atomic_load(&ev_ipc) == 1 && gdte_gpu_event_record(node_ev_ipc, NULL) == GDTE_OK) {
-        mk->ev = 1;
-        mk->evh = node_evh;
-        return GDTE_OK;
-    }
-    mk->ev = 0;
-    return host_after_app();
-}
-
-/* node_stream's next work after the sender's event of this marker (mk->ev): its latest record,
- * made at or after this message's send. Peers' events are opened once; this process's own is
- * itself. */
-static gdte_status_t stream_after_sender(const mark_t *mk, int src_world)
-{
-    if (!mk->ev) return GDTE_OK;
-    gdte_gpu_event_t e = NULL;
-    gdte_status_t st = GDTE_OK;
-    if (src_world == world_rank) {
-        e = node_ev_ipc;
-    } else {
-        pthread_mutex_lock(&node_lock);
-        if (!peer_ev) {
-            peer_ev = calloc((size_t)world_size, sizeof *peer_ev);
-            peer_evh = calloc((size_t)world_size, sizeof *peer_evh);
-            if (!peer_ev || !peer_evh) {
-                free(peer_ev);
-                free(peer_evh);
-                peer_ev = NULL;
-                peer_evh = NULL;
-                st = GDTE_ERR_NO_MEMORY;
-            }
-        }
-        if (st == GDTE_OK && (!peer_ev[src_world] || memcmp(&peer_evh[src_world], &mk->evh, sizeof mk->evh))) {
-            if (peer_ev[src_world]) gdte_gpu_event_destroy(peer_ev[src_world]);
-            peer_ev[src_world] = NULL;
-            if ((st = gdte_gpu_ipc_event_open(&mk->evh, &peer_ev[src_world])) == GDTE_OK) peer_evh[src_world] = mk->evh;
-        }
-        if (st == GDTE_OK) e = peer_ev[src_world];
-        pthread_mutex_unlock(&node_lock);
-    }
-    if (st == GDTE_OK && !e) st = GDTE_ERR_INTERNAL;
-    return st == GDTE_OK ? gdte_gpu_stream_wait_event(node_stream, e) : st;
-}
-
 /* Work queued on node_stream: left for the batch's one synchronization, or waited for now. */
 static gdte_status_t queued_or_wait(gdte_status_t st, int *queued)
 {
@@ -2081,7 +1997,7 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
         free(tmp);
         return st;
     }
-    if ((st = ensure_stream()) != GDTE_OK || (st = stream_after_sender(mk, src_world)) != GDTE_OK) return st;
+    if ((st = ensure_stream()) != GDTE_OK) return st;
     gdte_layout_t Ld; /* a device receive's layout */
     if (kind == GDTE_IPO_DEVICE) {
         /* The application's last writes to its receive buffer land before the peer's bytes. */
