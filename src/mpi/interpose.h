@@ -119,6 +119,8 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t node_sparse_packed;     /* sends of short blocks packed by the sender for a peer on another GPU */
     _Atomic int64_t node_batched;           /* receives copied by a batched kernel (one launch per pass) */
     _Atomic int64_t node_batches;           /* ... those launches */
+    _Atomic int64_t node_frag_sends;        /* device messages to other nodes sent in fragments (HOW_FRAGS) */
+    _Atomic int64_t node_frag_recvs;        /* ... and received (any receive buffer) */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 
@@ -158,6 +160,7 @@ typedef struct gdte_ipo_req {
     int node_pers;        /* persistent send of inline markers */
     MPI_Status fixed_st;  /* a receive finished ahead of its completion call: its status */
     int fixed_rc;         /* ... and its error code (raised by the completion call) */
+    void *node_frag;      /* a receive whose fragmented message (HOW_FRAGS) is still arriving */
     UT_hash_handle hh;
     struct gdte_ipo_req *next_orphan;
 } gdte_ipo_req_t;
@@ -280,6 +283,15 @@ void gdte_ipo_node_gpu_note(void);
 void gdte_ipo_node_batch_begin(void);
 void gdte_ipo_node_batch_end(void);
 void gdte_ipo_node_block(int n, MPI_Request reqs[], int any);
+/* Fragmented messages from other nodes. The progress pass only starts a matched one's receives
+ * (recv_marker then returns GDTE_IPO_PENDING and r->node_frag holds it); then
+ * gdte_ipo_node_frag_progress moves it on (`block`: to the end) and, once all is delivered, sets
+ * r->unpacked, r->fixed_st and r->fixed_rc as finish-ahead does, and returns 1. A request whose
+ * node_frag is set is not complete for the application until then. */
+#define GDTE_IPO_PENDING (-1)
+void gdte_ipo_node_frag_defer(void **slot);
+int gdte_ipo_node_frag_progress(gdte_ipo_req_t *r, int block);
+int gdte_ipo_node_frag_live(void);
 /* 1 when every other member of intracommunicator `comm` is a framing peer (the same answer on
  * every member), else 0. */
 int gdte_ipo_node_comm_local(MPI_Comm comm);

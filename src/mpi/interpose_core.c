@@ -377,6 +377,8 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"node_sparse_packed", gdte_ipo_cnt_g.node_sparse_packed},
         {"node_batched", gdte_ipo_cnt_g.node_batched},
         {"node_batches", gdte_ipo_cnt_g.node_batches},
+        {"node_frag_sends", gdte_ipo_cnt_g.node_frag_sends},
+        {"node_frag_recvs", gdte_ipo_cnt_g.node_frag_recvs},
         {"node_recvs", gdte_ipo_cnt_g.node_recvs},
         {"requests_live", gdte_ipo_req_live()},
         {"types_live", gdte_engine_live_types()},

@@ -38,6 +38,7 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,7 @@
 #include <utlist.h>
 
 #define MARK_MAGIC 0x4b52414d45544447ull /* "GDTEMARK" */
-enum { HOW_INLINE = 1, HOW_IPC = 2 };
+enum { HOW_INLINE = 1, HOW_IPC = 2, HOW_FRAGS = 3 };
 enum { SHAPE_CONTIG = 1, SHAPE_ROWS = 2, SHAPE_UNITS = 3 };
 
 /* The marker: exactly GDTE_IPO_MARK_BYTES on the wire. */
@@ -67,11 +68,11 @@ typedef struct mark {
     uint64_t cookie;   /* unique per sender */
     int64_t nbytes;    /* the message's packed size */
     int32_t how;       /* HOW_* */
-    int32_t fin_tag;   /* IPC: the FIN's tag on the private communicator */
+    int32_t fin_tag;   /* IPC: the FIN's tag on the private communicator; FRAGS: the fragments' tag on frag_comm */
     int32_t shape;     /* IPC: SHAPE_* */
     int32_t slot;      /* IPC: the sender's completion word (below) */
     int64_t offset;    /* IPC: first byte, from the exported allocation's base */
-    int64_t rows, width, pitch;
+    int64_t rows, width, pitch; /* FRAGS: rows fragments of width bytes (the last one shorter) */
     int64_t pid;       /* fake device: the sender's process (read with process_vm_readv) */
     uint64_t addr;     /* the first byte's address in the sender */
     uint64_t rbase;    /* IPC: the exported allocation's base address in the sender */
@@ -127,8 +128,21 @@ typedef struct node_comm {
 
 int gdte_ipo_node_on_g;
 static MPI_Comm fin_comm = MPI_COMM_NULL;
+/* Fragments of messages to other nodes (HOW_FRAGS), apart from the FINs: a FIN is received from
+ * any source by its tag, which a fragment's tag could equal. */
+static MPI_Comm frag_comm = MPI_COMM_NULL;
+/* peer_w values: a framing peer reached through GPU IPC (this node), or one of another node,
+ * which gets fragmented messages (HOW_FRAGS) and inline markers, never IPC markers. */
+enum { PEER_IPC = 1, PEER_FRAG = 2 };
+/* Device messages from this size on go to framing peers of other nodes in fragments: the size
+ * from which a device receive that may match a marker is posted into pageable memory
+ * (interpose_p2p.c), so that such receives rarely get MPI_PACKED data there. */
+#define FRAG_MIN (64 << 10)
+#define FRAG_MAX_COUNT 1024 /* fragments per message at most (larger fragments past that) */
+static int64_t frag_min = FRAG_MIN;   /* GDTETEST_NODE_FRAG_MIN: tests */
+static int64_t frag_size_test;        /* GDTETEST_NODE_FRAG_SIZE: tests (0: the pipeline's choice) */
 static int world_rank, world_size, tag_ub;
-static unsigned char *peer_w; /* per world rank: a framing peer */
+static unsigned char *peer_w; /* per world rank: a framing peer (PEER_*), or 0 */
 static int keyval = MPI_KEYVAL_INVALID;
 static int64_t ipc_min;
 static int fake_mode;
@@ -365,11 +379,11 @@ void gdte_ipo_node_comm_new(MPI_Comm comm)
             if (nc->world[i] == MPI_UNDEFINED) nc->world[i] = -1;
             if (nc->world[i] >= 0 && peer_w[nc->world[i]]) nc->any_peer = 1;
         }
-        /* Every other member a framing peer: the same answer on every member (the relation is
-         * symmetric, and a clique seen from one member is one seen from all). */
+        /* Every other member a framing peer of this node: the same answer on every member (the
+         * relation is symmetric, and a clique seen from one member is one seen from all). */
         nc->all_peers = !inter;
         for (int i = 0; i < nc->size; i++)
-            if (nc->world[i] != world_rank && (nc->world[i] < 0 || !peer_w[nc->world[i]])) nc->all_peers = 0;
+            if (nc->world[i] != world_rank && (nc->world[i] < 0 || peer_w[nc->world[i]] != PEER_IPC)) nc->all_peers = 0;
     }
     free(ranks);
     PMPI_Group_free(&g);
@@ -522,6 +536,7 @@ static int probe_read(const probe_t *p)
     return ok;
 }
 
+#define NALL 4 /* values per process in node_init's allgather */
 int gdte_ipo_node_init(void)
 {
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -533,6 +548,14 @@ int gdte_ipo_node_init(void)
      * vector: 14-23 GB/s through CUDA-aware Open MPI 4.1 with smcuda). */
     int want = k == 2 || k == 0;
     if (!gdte_gpu_available() && !fake_mode) want = 0;
+    /* Fragmented messages to other nodes: where the MPI cannot move device memory (one that can
+     * pipelines device messages itself), and only in processes with device buffers. */
+    int64_t kp = gdte_knob(GDTE_KNOB_MPI_PIPELINE); /* auto|0|1 */
+    int fwant = kp == 2 || (kp == 0 && !gdte_ipo_gpu_aware());
+    if (!gdte_gpu_available() && !fake_mode) fwant = 0;
+    if (getenv("GDTETEST_NODE_FRAG_MIN")) frag_min = atoll(getenv("GDTETEST_NODE_FRAG_MIN"));
+    if (getenv("GDTETEST_NODE_FRAG_SIZE")) frag_size_test = atoll(getenv("GDTETEST_NODE_FRAG_SIZE"));
+    if (frag_min < GDTE_IPO_MARK_BYTES + 1) frag_min = GDTE_IPO_MARK_BYTES + 1;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
     send_packed = getenv("GDTETEST_NODE_PACKED") && atoi(getenv("GDTETEST_NODE_PACKED"));
     other_gpu_all = getenv("GDTETEST_NODE_OTHER_GPU") && atoi(getenv("GDTETEST_NODE_OTHER_GPU"));
@@ -553,11 +576,11 @@ int gdte_ipo_node_init(void)
     const char *split = getenv("GDTETEST_NODE_SPLIT"); /* tests: ranks >= N act as another node */
     int nsplit = split ? atoi(split) : 0;
     if (want && !slots_create()) want = 0;
-    /* (choice, pid, the segment's name suffix) of every process; the segments all exist once
-     * this returns. */
-    long long mine[3] = {want, (long long)getpid(), 0};
+    /* (choice, pid, the segment's name suffix, fragments' choice) of every process; the
+     * segments all exist once this returns. */
+    long long mine[NALL] = {want, (long long)getpid(), 0, fwant};
     if (want) mine[2] = strtoll(strrchr(shm_name, '.') + 1, NULL, 16);
-    long long *all = malloc(sizeof(long long) * 3 * (size_t)world_size);
+    long long *all = malloc(sizeof(long long) * NALL * (size_t)world_size);
     int nsize = 0;
     PMPI_Comm_size(node, &nsize);
     int *node_world = malloc(sizeof(int) * (size_t)nsize);
@@ -570,7 +593,7 @@ int gdte_ipo_node_init(void)
         PMPI_Comm_free(&node);
         return MPI_ERR_NO_MEM;
     }
-    PMPI_Allgather(mine, 3, MPI_LONG_LONG, all, 3, MPI_LONG_LONG, MPI_COMM_WORLD);
+    PMPI_Allgather(mine, NALL, MPI_LONG_LONG, all, NALL, MPI_LONG_LONG, MPI_COMM_WORLD);
     PMPI_Allgather(&world_rank, 1, MPI_INT, node_world, 1, MPI_INT, node);
     /* The probes: exported, read by every candidate peer, the results exchanged. */
     int me_n = 0;
@@ -606,7 +629,7 @@ int gdte_ipo_node_init(void)
     for (int i = 0; i < nsize; i++) {
         int w = node_world[i];
         int same_side = !nsplit || ((w >= nsplit) == (world_rank >= nsplit));
-        if (w != world_rank && want && all[3 * w] && same_side) reach[(size_t)me_n * nsize + i] = (unsigned char)probe_read(&probes[i]);
+        if (w != world_rank && want && all[NALL * w] && same_side) reach[(size_t)me_n * nsize + i] = (unsigned char)probe_read(&probes[i]);
     }
     PMPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, reach, nsize, MPI_BYTE, node);
     PMPI_Barrier(node); /* every probe read: they may go */
@@ -616,15 +639,15 @@ int gdte_ipo_node_init(void)
     for (int i = 0; i < nsize; i++) {
         int w = node_world[i];
         int same_side = !nsplit || ((w >= nsplit) == (world_rank >= nsplit));
-        if (w == world_rank || !want || !all[3 * w] || !same_side) continue;
+        if (w == world_rank || !want || !all[NALL * w] || !same_side) continue;
         if (!reach[(size_t)me_n * nsize + i] || !reach[(size_t)i * nsize + me_n]) {
             unreached++;
             continue;
         }
         char name[64];
-        snprintf(name, sizeof name, "/gdte-node.%d.%llx", (int)all[3 * w + 1], (unsigned long long)all[3 * w + 2]);
+        snprintf(name, sizeof name, "/gdte-node.%d.%llx", (int)all[NALL * w + 1], (unsigned long long)all[NALL * w + 2]);
         if (!(peer_slots[w] = shm_map(name, 0))) mapped_all = 0;
-        peer_w[w] = 1;
+        peer_w[w] = PEER_IPC;
     }
     if (unreached)
         gdte_info("node path: %d process(es) of this node cannot read this one's device memory or it theirs (GPU IPC "
@@ -650,26 +673,43 @@ int gdte_ipo_node_init(void)
      * a trip through host memory; its "mapping" of its own memory is the memory itself. Same
      * answer on every process: each decides for itself only. */
     if (want && ok_all && my_slots) {
-        peer_w[world_rank] = 1;
+        peer_w[world_rank] = PEER_IPC;
         peer_slots[world_rank] = my_slots;
     }
+    /* Framing peers of other nodes (or across GDTETEST_NODE_SPLIT): every pair that both chose
+     * fragments, known alike on both sides from the allgather above. */
+    unsigned char *here = calloc((size_t)world_size, 1);
+    for (int i = 0; here && i < nsize; i++) {
+        int w = node_world[i];
+        here[w] = !nsplit || ((w >= nsplit) == (world_rank >= nsplit));
+    }
+    int nremote = 0;
+    for (int w = 0; here && w < world_size; w++) {
+        if (w == world_rank || here[w] || !fwant || !all[NALL * w + 3]) continue;
+        peer_w[w] = PEER_FRAG;
+        nremote++;
+    }
+    free(here);
     free(all);
     free(node_world);
     PMPI_Comm_free(&node);
     PMPI_Comm_dup(MPI_COMM_WORLD, &fin_comm);
+    PMPI_Comm_dup(MPI_COMM_WORLD, &frag_comm);
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete, &keyval, NULL);
     gdte_ipo_node_on_g = 1;
     gdte_ipo_node_gpu_note();
     gdte_ipo_node_comm_new(MPI_COMM_WORLD);
     int npeers = 0;
-    for (int i = 0; i < world_size; i++) npeers += peer_w[i] && i != world_rank;
+    for (int i = 0; i < world_size; i++) npeers += peer_w[i] == PEER_IPC && i != world_rank;
     gdte_info("node path %s: %d other process(es) of this node reached GPU to GPU (GDTE_MPI_IPC)", want ? "on" : "off",
               npeers);
+    gdte_info("fragmented messages to other nodes %s: %d process(es) (GDTE_MPI_PIPELINE)", fwant ? "on" : "off", nremote);
     return MPI_SUCCESS;
 }
 
 static void sends_drain(void);
 static void recycled_free(void);
+static void frag_sends_reap(int block);
 
 void gdte_ipo_node_finalize(void)
 {
@@ -677,10 +717,12 @@ void gdte_ipo_node_finalize(void)
     sends_drain(); /* receivers may still be reading what this process sent */
     prof_print();
     isends_reap(1);
+    frag_sends_reap(1);
     /* MPI_COMM_WORLD's attribute is deleted by the MPI at finalize; its shadow with it. */
     PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
     PMPI_Comm_free_keyval(&keyval);
     PMPI_Comm_free(&fin_comm);
+    PMPI_Comm_free(&frag_comm);
     gdte_ipo_node_on_g = 0;
     if (node_stream) gdte_gpu_stream_destroy(node_stream);
     node_stream = NULL;
@@ -758,7 +800,13 @@ typedef struct node_send {
     const void *user;     /* SHAPE_UNITS: the user's buffer and count (a detach packs them) */
     int count;
     int units_dev;        /* SHAPE_UNITS on a GPU: the device whose plan is pinned, else -1 */
-    int sync;             /* synchronous mode: completes only when the receiver has the data */
+    int sync;             /* synchronous mode, its receive not yet matched: completes only when the
+                             receiver has the data (then as a standard send, below) */
+    /* Synchronous mode: the marker goes by PMPI_Issend from `wire`; once that completes the
+     * receive has matched, and the send may be detached like a standard one (a receiver that
+     * posted its receive and then sits in MPI_Barrier must not hold an MPI_Ssend hostage). */
+    MPI_Request mreq;
+    mark_t wire;
     int detached;         /* the application's request was completed by the sender itself */
     int no_detach;        /* a detach was tried and could not be done */
     int req_gone;         /* the request record is gone: the entry is the list's alone */
@@ -783,7 +831,7 @@ static node_send_t *send_get(void)
     RECYCLE_GET(send_free, send_nfree, s);
     pthread_mutex_unlock(&send_lock);
     if (!s) s = malloc(sizeof *s);
-    if (s) memset(s, 0, sizeof *s), s->units_dev = -1;
+    if (s) memset(s, 0, sizeof *s), s->units_dev = -1, s->mreq = MPI_REQUEST_NULL;
     return s;
 }
 
@@ -826,7 +874,7 @@ static void send_fini(gdte_ipo_req_t *r)
     pthread_mutex_lock(&send_lock);
     s->req_gone = 1;
     if (!s->done && word_state(s) == W_DONE) send_done(s);
-    if (s->done) {
+    if (s->done && s->mreq == MPI_REQUEST_NULL) { /* else sends_progress reaps it */
         pending_unlink(s);
         send_put(s);
     }
@@ -913,8 +961,13 @@ static void sends_progress(int all)
         unsigned w = s->done ? W_FREE : word_state(s);
         if (w == W_CLAIMED || w == W_DONE) peer_active[s->peer] = now;
         if (w == W_DONE) send_done(s);
+        if (s->mreq != MPI_REQUEST_NULL) {
+            int flag = 0;
+            PMPI_Test(&s->mreq, &flag, MPI_STATUS_IGNORE);
+            if (flag) s->sync = 0; /* matched: may complete without the receiver from now on */
+        }
         if (s->done) {
-            if (s->req_gone) {
+            if (s->req_gone && s->mreq == MPI_REQUEST_NULL) {
                 pending_unlink(s);
                 send_put(s);
             }
@@ -933,6 +986,7 @@ void gdte_ipo_node_sends_progress(void)
     /* Internal sends (FINs, announcements) complete in the MPI's time; a process that only
      * receives must reap them here too, or their requests pile up. */
     if (atomic_load_explicit(&isends_n, memory_order_relaxed)) isends_reap(0);
+    frag_sends_reap(0);
     sends_progress(0);
 }
 
@@ -947,6 +1001,9 @@ static void sends_drain(void)
         pthread_mutex_lock(&send_lock);
         int left = 0;
         for (node_send_t *s = pending; s; s = s->next) left += !s->done;
+        /* Received: their synchronous markers complete (the MPI is done with `wire`). */
+        for (node_send_t *s = pending; !left && s; s = s->next)
+            if (s->mreq != MPI_REQUEST_NULL) PMPI_Wait(&s->mreq, MPI_STATUS_IGNORE);
         pthread_mutex_unlock(&send_lock);
         if (!left) return;
         if (now_ns() - t0 > 30ll * 1000000000) {
@@ -1110,6 +1167,175 @@ int gdte_ipo_node_persistent_start(gdte_ipo_req_t *r)
     return post_announcement(p->nc, p->dest, p->tag, p->mk.cookie, GDTE_IPO_MARK_BYTES, bytes, GDTE_IPO_MARK_BYTES);
 }
 
+/* ---- messages to other nodes: a marker, then fragments (HOW_FRAGS) ----
+ * A device message of frag_min bytes or more to a framing peer of another node. The marker (the
+ * message's size, the fragments' size and count, their tag on frag_comm) goes first, on the
+ * application's envelope and in the application's mode, so MPI matches it as it would the
+ * message; then the pack pipeline (xfer.c) packs and copies the message to pinned host staging
+ * fragment by fragment, and each fragment is posted to the MPI as soon as its bytes are on the
+ * host, while the next ones are packed: the network moves fragment k while the GPU packs k+1.
+ * The call returns once every fragment is posted (a process blocked in a call gdte does not see
+ * could not post the rest); the request is the marker's, and the staging goes when the MPI has
+ * sent every fragment (any later gdte call reaps them, MPI_Finalize waits for them). */
+typedef struct frag_send {
+    gdte_stage_t *stage;
+    int n, posted;   /* fragments; posted so far */
+    int dest, tag;   /* on frag_comm */
+    MPI_Request *reqs;
+    struct frag_send *next;
+} frag_send_t;
+static frag_send_t *frag_sends; /* in flight (utlist), under node_lock */
+static _Atomic int frag_sends_n;
+
+static void frag_send_free(frag_send_t *fs)
+{
+    if (fs->stage) gdte_stage_release(fs->stage);
+    free(fs->reqs);
+    free(fs);
+}
+
+/* Sends whose fragments have all gone release their staging; `block`: wait for all. */
+static void frag_sends_reap(int block)
+{
+    if (!atomic_load_explicit(&frag_sends_n, memory_order_relaxed)) return;
+    pthread_mutex_lock(&node_lock);
+    frag_send_t *list = frag_sends, *keep = NULL, *fs, *tmp;
+    frag_sends = NULL;
+    pthread_mutex_unlock(&node_lock);
+    LL_FOREACH_SAFE(list, fs, tmp) {
+        LL_DELETE(list, fs);
+        int flag = 0;
+        if (block) PMPI_Waitall(fs->n, fs->reqs, MPI_STATUSES_IGNORE), flag = 1;
+        else PMPI_Testall(fs->n, fs->reqs, &flag, MPI_STATUSES_IGNORE);
+        if (flag) {
+            frag_sends_n--;
+            frag_send_free(fs);
+        } else {
+            LL_PREPEND(keep, fs);
+        }
+    }
+    if (!keep) return;
+    pthread_mutex_lock(&node_lock);
+    LL_CONCAT(frag_sends, keep);
+    pthread_mutex_unlock(&node_lock);
+}
+
+static gdte_status_t frag_post(void *arg, int64_t off, int64_t len)
+{
+    frag_send_t *fs = arg;
+    if (fs->posted >= fs->n) return GDTE_ERR_INTERNAL;
+    int rc = PMPI_Isend((char *)fs->stage->ptr + off, (int)len, MPI_BYTE, fs->dest, fs->tag, frag_comm,
+                        &fs->reqs[fs->posted]);
+    if (rc != MPI_SUCCESS) return GDTE_ERR_TRANSPORT;
+    fs->posted++;
+    return GDTE_OK;
+}
+
+/* While the next fragment is packed: the MPI moves the posted ones. */
+static void frag_idle(void *arg)
+{
+    frag_send_t *fs = arg;
+    int flag = 0;
+    PMPI_Testall(fs->posted, fs->reqs, &flag, MPI_STATUSES_IGNORE);
+}
+
+static int64_t frag_size_for(int64_t nbytes)
+{
+    int64_t f = frag_size_test > 0 ? frag_size_test : gdte_xfer_frag_size(nbytes);
+    int64_t least = (nbytes + FRAG_MAX_COUNT - 1) / FRAG_MAX_COUNT;
+    if (f < least) f = (least + 4095) & ~(int64_t)4095;
+    return f > 0 ? f : 1;
+}
+
+static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int count, gdte_type_h type, int fake,
+                     int64_t nbytes, int dest, int tag, MPI_Comm comm, MPI_Request *req, const char *fn)
+{
+    int64_t frag = frag_size_for(nbytes);
+    int n = (int)((nbytes + frag - 1) / frag);
+    frag_send_t *fs = calloc(1, sizeof *fs);
+    mark_t *mk = calloc(1, sizeof *mk);
+    gdte_ipo_req_t *r = req ? gdte_ipo_req_new() : NULL;
+    if (fs) fs->reqs = malloc(sizeof *fs->reqs * (size_t)n);
+    gdte_status_t st = !fs || !mk || !fs->reqs || (req && !r) ? GDTE_ERR_NO_MEMORY : GDTE_OK;
+    if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)nbytes, &fs->stage);
+    if (st != GDTE_OK) {
+        if (fs) frag_send_free(fs);
+        free(mk);
+        if (r) gdte_ipo_req_destroy(r);
+        return gdte_ipo_fail(comm, fn, st);
+    }
+    for (int i = 0; i < n; i++) fs->reqs[i] = MPI_REQUEST_NULL;
+    uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
+    fs->n = n;
+    fs->dest = nc->world[dest];
+    fs->tag = (int)(1 + cookie % (uint64_t)(tag_ub > 1 ? tag_ub - 1 : 1));
+    mk->magic = MARK_MAGIC;
+    mk->cookie = cookie;
+    mk->nbytes = nbytes;
+    mk->how = HOW_FRAGS;
+    mk->fin_tag = fs->tag;
+    mk->rows = n;
+    mk->width = frag;
+    mk->pid = (int64_t)getpid();
+    MPI_Request mreq = MPI_REQUEST_NULL;
+    int rc = post_announcement(nc, dest, tag, cookie, nbytes, NULL, 0);
+    if (rc == MPI_SUCCESS) rc = next_mark_send(mode, mk, dest, tag, comm, &mreq);
+    if (rc != MPI_SUCCESS) {
+        frag_send_free(fs);
+        free(mk);
+        if (r) gdte_ipo_req_destroy(r);
+        return rc;
+    }
+    /* The receiver now waits for n fragments: a pack that fails still sends them all (what
+     * the staging holds), and the error is this call's. */
+    gdte_xfer_notify_t nt = {frag_post, frag_idle, fs, frag};
+    st = gdte_xfer_pack_to_host_notify(buf, count, type, fake, fs->stage->ptr, nbytes, &nt);
+    while (fs->posted < n) {
+        int64_t off = (int64_t)fs->posted * frag;
+        if (frag_post(fs, off, nbytes - off < frag ? nbytes - off : frag) != GDTE_OK) break;
+    }
+    if (fs->posted < n) {
+        /* The MPI refused a fragment: the receiver will never have the message. */
+        gdte_error("%s: %d of %d fragments of a message to rank %d could not be posted", fn, n - fs->posted, n, dest);
+        if (st == GDTE_OK) st = GDTE_ERR_TRANSPORT;
+    }
+    pthread_mutex_lock(&node_lock);
+    LL_PREPEND(frag_sends, fs);
+    frag_sends_n++;
+    pthread_mutex_unlock(&node_lock);
+    gdte_ipo_cnt_g.sends++;
+    gdte_ipo_cnt_g.node_frag_sends++;
+    gdte_ipo_cnt_g.bytes_packed += nbytes;
+    gdte_debug("%s: %lld bytes of device data to a process of another node, in %d fragment(s) of %lld bytes", fn,
+               (long long)nbytes, n, (long long)frag);
+    if (st != GDTE_OK) {
+        /* The marker is out: its request goes on in the background. */
+        if (r) gdte_ipo_req_destroy(r);
+        PMPI_Request_free(&mreq);
+        return gdte_ipo_fail(comm, fn, st); /* mk stays: the MPI may still read it */
+    }
+    if (req) {
+        /* The marker's request is the application's; it cannot be cancelled once the fragments
+         * are posted (gdte_ipo_cancel). */
+        *req = mreq;
+        r->handle = mreq;
+        r->active = 1;
+        r->kind = GDTE_IPO_HOST;
+        r->comm = comm;
+        r->dt = MPI_DATATYPE_NULL;
+        r->ctx = mk;
+        r->finish = send_finish;
+        r->fini = free_ctx;
+        r->node_send = 1;
+        gdte_ipo_req_insert(r);
+        return MPI_SUCCESS;
+    }
+    gdte_ipo_node_block(1, &mreq, 0); /* a synchronous send's marker: our own marker receives meanwhile */
+    rc = PMPI_Wait(&mreq, MPI_STATUS_IGNORE);
+    free(mk);
+    return rc;
+}
+
 /* An irregular layout for the receiver to read in place: its shape, and its unit array where the
  * receiver can reach it (the device plan pinned and exported; the host array on the fake
  * device, read there with process_vm_readv). */
@@ -1236,6 +1462,12 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         }
         return 1;
     }
+    if (peer_w[nc->world[dest]] == PEER_FRAG) {
+        /* Another node. Buffered sends complete without the receiver: MPI_PACKED. */
+        if (mode == GDTE_IPO_BUFFERED || nbytes < frag_min) return 0;
+        *rc_p = frag_send(mode, nc, buf, count, type, fake, nbytes, dest, tag, comm, req, fn);
+        return 1;
+    }
     /* Buffered sends complete without the receiver: they keep the MPI_PACKED path. Small
      * messages to a peer on this GPU too (the copy engines move them faster than a kernel on the
      * receiver, which would wait for a context switch). On the fake device the copy-engine rule
@@ -1342,10 +1574,15 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     if (rc == MPI_SUCCESS)
         rc = mk->shape == SHAPE_UNITS ? post_announcement(nc, dest, tag, cookie, nbytes, &lay, (int)sizeof lay)
                                       : post_announcement(nc, dest, tag, cookie, nbytes, NULL, 0);
-    if (rc == MPI_SUCCESS) rc = (e = isend_get()) ? MPI_SUCCESS : MPI_ERR_NO_MEM;
-    if (rc == MPI_SUCCESS) {
-        e->u.mk = *mk;
-        rc = isend_post(e, GDTE_IPO_MARK_BYTES, dest, tag, comm);
+    if (rc == MPI_SUCCESS && s->sync) {
+        s->wire = *mk;
+        rc = PMPI_Issend(&s->wire, GDTE_IPO_MARK_BYTES, MPI_BYTE, dest, tag, comm, &s->mreq);
+    } else if (rc == MPI_SUCCESS) {
+        rc = (e = isend_get()) ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+        if (rc == MPI_SUCCESS) {
+            e->u.mk = *mk;
+            rc = isend_post(e, GDTE_IPO_MARK_BYTES, dest, tag, comm);
+        }
     }
     prof_add(P_SEND_POST, t);
     if (rc != MPI_SUCCESS) {
@@ -2093,6 +2330,185 @@ int gdte_ipo_node_marker_cookie(const void *landing, const void *user, int count
     return 1;
 }
 
+/* ---- fragmented messages from other nodes (HOW_FRAGS) ----
+ * The receiver posts one receive per fragment into pinned host staging once it has matched the
+ * marker, and unpacks each fragment as it arrives (a device receive: copied to device staging
+ * and unpacked there on node_stream, asynchronously, so the next fragments keep arriving). Only
+ * the first min(size, posted) bytes are unpacked; every fragment is received, so the sender's
+ * sends complete whatever the receive's size. */
+typedef struct frag_recv {
+    gdte_stage_t *host, *dev;
+    int n, done;
+    int64_t frag, nbytes, deliver, posted;
+    MPI_Request *reqs;
+    int *idx;
+    void *user;
+    int count;
+    gdte_type_h type; /* retained */
+    gdte_ipo_kind_t kind;
+    MPI_Comm comm;
+    MPI_Datatype dt;
+    MPI_Status st;    /* the marker's: source, tag */
+    gdte_status_t err;
+} frag_recv_t;
+static _Atomic int frag_live;
+static _Thread_local void **frag_defer_slot;
+
+void gdte_ipo_node_frag_defer(void **slot) { frag_defer_slot = slot; }
+int gdte_ipo_node_frag_live(void) { return atomic_load_explicit(&frag_live, memory_order_relaxed); }
+
+static void frag_recv_free(frag_recv_t *fr)
+{
+    if (fr->host) gdte_stage_release(fr->host);
+    if (fr->dev) gdte_stage_release(fr->dev);
+    if (fr->type) gdte_type_release(fr->type);
+    free(fr->reqs);
+    free(fr->idx);
+    free(fr);
+    frag_live--;
+}
+
+static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user, int count, gdte_type_h type,
+                                     gdte_ipo_kind_t kind, int64_t posted, frag_recv_t **fr_p)
+{
+    *fr_p = NULL;
+    int64_t frag = mk->width, n = mk->rows;
+    /* A marker the sender wrote: fragments that add up to the message. */
+    if (mk->nbytes <= 0 || frag <= 0 || n <= 0 || n > INT_MAX || frag > INT_MAX || (mk->nbytes + frag - 1) / frag != n)
+        return GDTE_ERR_TRANSPORT;
+    frag_recv_t *fr = calloc(1, sizeof *fr);
+    if (!fr) return GDTE_ERR_NO_MEMORY;
+    frag_live++;
+    fr->n = (int)n;
+    fr->frag = frag;
+    fr->nbytes = mk->nbytes;
+    fr->posted = posted;
+    fr->deliver = mk->nbytes < posted ? mk->nbytes : posted;
+    fr->user = user;
+    fr->count = count;
+    fr->kind = kind;
+    gdte_type_retain(type);
+    fr->type = type;
+    fr->reqs = malloc(sizeof *fr->reqs * (size_t)n);
+    fr->idx = malloc(sizeof *fr->idx * (size_t)n);
+    gdte_status_t st = fr->reqs && fr->idx ? GDTE_OK : GDTE_ERR_NO_MEMORY;
+    if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)fr->nbytes, &fr->host);
+    if (st == GDTE_OK && kind == GDTE_IPO_DEVICE && fr->deliver > 0) {
+        st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)fr->deliver, &fr->dev);
+        if (st == GDTE_OK) st = ensure_stream();
+        /* The unpacks come after what the application queued on its default stream. */
+        if (st == GDTE_OK) st = stream_after_app();
+    }
+    for (int k = 0; st == GDTE_OK && k < fr->n; k++) {
+        int64_t off = k * frag;
+        int len = (int)(fr->nbytes - off < frag ? fr->nbytes - off : frag);
+        if (PMPI_Irecv((char *)fr->host->ptr + off, len, MPI_BYTE, src_world, mk->fin_tag, frag_comm, &fr->reqs[k]) !=
+            MPI_SUCCESS) {
+            /* Those already posted are cancelled: nothing will land in staging freed below. */
+            for (int j = 0; j < k; j++) PMPI_Cancel(&fr->reqs[j]), PMPI_Wait(&fr->reqs[j], MPI_STATUS_IGNORE);
+            st = GDTE_ERR_TRANSPORT;
+        }
+    }
+    if (st != GDTE_OK) {
+        frag_recv_free(fr);
+        return st;
+    }
+    *fr_p = fr;
+    return GDTE_OK;
+}
+
+/* Bytes [off, off+len) of the message, arrived in host staging, into the receive buffer. */
+static gdte_status_t frag_unpack(frag_recv_t *fr, int64_t off, int64_t len)
+{
+    const char *h = (const char *)fr->host->ptr + off;
+    gdte_pack_params_t p = {0};
+    p.field_mask = GDTE_PACK_FIELD_OFFSET | GDTE_PACK_FIELD_MAX_BYTES | GDTE_PACK_FIELD_FLAGS;
+    p.offset = off;
+    p.max_bytes = len;
+    int64_t done = 0;
+    gdte_status_t st;
+    if (fr->kind == GDTE_IPO_DEVICE) {
+        char *d = (char *)fr->dev->ptr + off;
+        p.field_mask |= GDTE_PACK_FIELD_STREAM;
+        p.stream = node_stream;
+        p.flags = GDTE_PACK_FLAG_ASYNC;
+        st = gdte_gpu_memcpy_async(d, h, (size_t)len, node_stream);
+        if (st == GDTE_OK) st = gdte_unpack(d, len, fr->user, fr->count, fr->type, &p, &done);
+    } else {
+        /* A host receive, or host memory standing in for a device. */
+        p.flags = GDTE_PACK_FLAG_HOST;
+        st = gdte_unpack(h, len, fr->user, fr->count, fr->type, &p, &done);
+    }
+    if (st == GDTE_OK && done != len) st = GDTE_ERR_INTERNAL;
+    return st;
+}
+
+/* Unpack what has arrived; 1 when all of it is in the receive buffer. `block`: until then. */
+static int frag_recv_step(frag_recv_t *fr, int block)
+{
+    for (;;) {
+        int outc = 0;
+        if (fr->done < fr->n) {
+            if (PMPI_Testsome(fr->n, fr->reqs, &outc, fr->idx, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+                if (fr->err == GDTE_OK) fr->err = GDTE_ERR_TRANSPORT;
+                /* What is left cannot be waited for reliably: cancel it, so the staging is
+                 * no longer a target. */
+                for (int k = 0; k < fr->n; k++)
+                    if (fr->reqs[k] != MPI_REQUEST_NULL) PMPI_Cancel(&fr->reqs[k]), PMPI_Wait(&fr->reqs[k], MPI_STATUS_IGNORE);
+                fr->done = fr->n;
+                outc = 0;
+            }
+            if (outc == MPI_UNDEFINED) outc = 0;
+        }
+        for (int i = 0; i < outc; i++) {
+            int64_t off = fr->idx[i] * fr->frag;
+            int64_t len = fr->nbytes - off < fr->frag ? fr->nbytes - off : fr->frag;
+            if (off + len > fr->deliver) len = fr->deliver - off;
+            if (len > 0 && fr->err == GDTE_OK) fr->err = frag_unpack(fr, off, len);
+        }
+        fr->done += outc;
+        if (fr->done == fr->n) {
+            if (fr->kind == GDTE_IPO_DEVICE && fr->dev) {
+                gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+                if (fr->err == GDTE_OK) fr->err = s2;
+            }
+            return 1;
+        }
+        if (!block) return 0;
+        sched_yield();
+    }
+}
+
+/* The receive's status and error code once everything has arrived (as recv_marker states them). */
+static int frag_recv_status(frag_recv_t *fr, const char *fn, MPI_Status *st)
+{
+    if (fr->err != GDTE_OK) return gdte_ipo_fail(fr->comm, fn, fr->err);
+    gdte_ipo_cnt_g.bytes_unpacked += fr->deliver;
+    if (fr->nbytes > fr->posted) {
+        PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)fr->nbytes);
+        return gdte_ipo_truncated(fr->comm, st);
+    }
+    gdte_ipo_status_bytes(st, fr->dt, fr->type, fr->deliver);
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_node_frag_progress(gdte_ipo_req_t *r, int block)
+{
+    frag_recv_t *fr = r->node_frag;
+    if (!fr || r->unpacked) return 1;
+    if (!frag_recv_step(fr, block)) return 0;
+    int defer = gdte_ipo_defer_errh;
+    gdte_ipo_defer_errh = 1; /* the completion call raises it (complete_one) */
+    r->fixed_st = fr->st;
+    r->fixed_rc = frag_recv_status(fr, "MPI_Wait", &r->fixed_st);
+    r->fixed_st.MPI_ERROR = r->fixed_rc;
+    gdte_ipo_defer_errh = defer;
+    r->unpacked = 1;
+    r->node_frag = NULL;
+    frag_recv_free(fr);
+    return 1;
+}
+
 /* A receive matched a marker: deliver the message, answer the sender, state the status. */
 int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt,
                               gdte_ipo_kind_t kind, int64_t posted, const void *landing, MPI_Status *st)
@@ -2110,13 +2526,38 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
     s = gdte_ipo_type(dt, count, &type, &tbytes);
     int64_t n = mk.nbytes < posted ? mk.nbytes : posted;
     if (s == GDTE_OK && !a) s = GDTE_ERR_TRANSPORT;
-    if (s == GDTE_OK && mk.how == HOW_INLINE) {
+    if (s == GDTE_OK && mk.how == HOW_FRAGS) {
+        frag_recv_t *fr = NULL;
+        s = frag_recv_start(&mk, nc->world[src], user, count, type, kind, posted, &fr);
+        if (s == GDTE_OK) {
+            gdte_ipo_cnt_g.node_frag_recvs++;
+            fr->comm = comm;
+            fr->dt = dt;
+            fr->st = *st;
+            if (frag_defer_slot) {
+                /* The progress pass: the fragments arrive in later passes (or the completion
+                 * call, which waits for the rest). */
+                *frag_defer_slot = fr;
+                ann_put(a);
+                prof_add(P_RECV, t_recv);
+                return GDTE_IPO_PENDING;
+            }
+            frag_recv_step(fr, 1);
+            int rc = frag_recv_status(fr, fn, st);
+            frag_recv_free(fr);
+            ann_put(a);
+            prof_add(P_RECV, t_recv);
+            return rc;
+        }
+    } else if (s == GDTE_OK && mk.how == HOW_INLINE) {
         if (kind == GDTE_IPO_HOST) {
             gdte_pack_params_t p = {.field_mask = 0, .flags = GDTE_PACK_FLAG_HOST};
             s = n ? gdte_unpack(a->data, n, user, count, type, &p, NULL) : GDTE_OK;
         } else {
             s = n ? gdte_xfer_unpack_from_host(a->data, 0, n, user, count, type, kind == GDTE_IPO_FAKE) : GDTE_OK;
         }
+    } else if (s == GDTE_OK && mk.how != HOW_IPC) {
+        s = GDTE_ERR_TRANSPORT;
     } else if (s == GDTE_OK) {
         /* The sender's word: claimed (the data where the marker says, the sender waits), or
          * detached by the sender (a packed copy where the word says, nobody waits). */

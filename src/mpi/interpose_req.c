@@ -83,6 +83,8 @@ static gdte_ipo_req_t *claim_active(MPI_Request h)
 /* Unlink (table or orphan list) and recycle. */
 void gdte_ipo_req_destroy(gdte_ipo_req_t *r)
 {
+    /* A fragmented message still arriving: its receives target the staging, so they finish. */
+    if (r->node_frag) gdte_ipo_node_frag_progress(r, 1);
     if (r->fini) r->fini(r);
     if (r->stage) gdte_stage_release(r->stage);
     if (r->type) gdte_type_release(r->type);
@@ -214,6 +216,9 @@ static int complete_one(gdte_ipo_req_t *r, MPI_Status *st, int rc, const char *f
     int erc = MPI_SUCCESS;
     int eclass = MPI_SUCCESS;
     if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
+    /* A fragmented message the progress pass started: the rest of it now (the MPI completed
+     * the marker's receive; a Testany/Testsome/Waitany/Waitsome may pick it first). */
+    if (r->node_frag && !r->unpacked) gdte_ipo_node_frag_progress(r, 1);
     if (r->unpacked) {
         int keep_err = st->MPI_ERROR;
         *st = r->fixed_st;
@@ -367,6 +372,7 @@ static void unclaim(int n, int except)
 static int finish_ahead(gdte_ipo_req_t *r, MPI_Status *st, const char *fn)
 {
     int erc = recv_deliver(r, st, fn);
+    if (erc == GDTE_IPO_PENDING) return MPI_SUCCESS; /* a fragmented message, started (r->node_frag) */
     r->unpacked = 1;
     r->fixed_st = *st;
     r->fixed_rc = erc;
@@ -387,17 +393,33 @@ void gdte_ipo_node_progress(void)
     pthread_mutex_lock(&req_lock);
     for (gdte_ipo_req_t *r = req_table; r; r = r->hh.next) {
         if (!r->is_recv || !r->active || r->unpacked || r->finish) continue;
+        if (r->node_frag) {
+            (void)gdte_ipo_node_frag_progress(r, 0);
+            continue;
+        }
         MPI_Status st;
         int flag = 0;
         if (PMPI_Request_get_status(r->handle, &flag, &st) != MPI_SUCCESS || !flag) continue;
         if (!gdte_ipo_node_is_marker(r->comm, &st)) continue;
         if (!batched) gdte_ipo_node_batch_begin(), batched = 1;
         gdte_ipo_defer_errh = 1;
+        /* A fragmented message only starts here: its fragments arrive over later passes. */
+        gdte_ipo_node_frag_defer(&r->node_frag);
         (void)finish_ahead(r, &st, "MPI_Wait");
+        gdte_ipo_node_frag_defer(NULL);
         gdte_ipo_defer_errh = 0;
     }
     pthread_mutex_unlock(&req_lock);
     if (batched) gdte_ipo_node_batch_end();
+}
+
+/* A receive whose fragmented message is still arriving: complete for the MPI, not yet for the
+ * application. */
+static int frag_pending(MPI_Request h)
+{
+    if (!gdte_ipo_node_frag_live()) return 0;
+    gdte_ipo_req_t *r = gdte_ipo_req_find(h);
+    return r && r->active && r->node_frag && !r->unpacked;
 }
 
 /* Poll until all (any = 0) or one (any = 1) of the requests is complete (or all are null). */
@@ -413,7 +435,7 @@ void gdte_ipo_node_block(int n, MPI_Request reqs[], int any)
             int flag = 0;
             MPI_Status st;
             PMPI_Request_get_status(reqs[i], &flag, &st);
-            done += flag != 0;
+            done += flag != 0 && !frag_pending(reqs[i]);
         }
         if (live == 0 || (any ? done > 0 : done == live)) return;
         sched_yield();
@@ -440,6 +462,12 @@ int gdte_ipo_test(MPI_Request *req, int *flag, MPI_Status *status)
     gdte_ipo_req_t *r = req ? claim_active(*req) : NULL;
     if (!r) return IPO_NEXT(Test)(req, flag, status);
     MPI_Status st;
+    if (r->node_frag && !r->unpacked) {
+        /* Its fragments are still arriving (the progress pass above moved them on). */
+        gdte_ipo_req_insert(r);
+        *flag = 0;
+        return MPI_SUCCESS;
+    }
     int rc = IPO_NEXT(Test)(req, flag, &st);
     if (!*flag) {
         gdte_ipo_req_insert(r);
@@ -496,6 +524,13 @@ int gdte_ipo_testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]
      * wait for it before sending the others). */
     if (gdte_ipo_node_on()) gdte_ipo_node_progress();
     if (claim_many(n, reqs) <= 0) return IPO_NEXT(Testall)(n, reqs, flag, statuses);
+    for (int i = 0; i < n; i++)
+        if (claimed[i] && claimed[i]->node_frag && !claimed[i]->unpacked) {
+            /* A fragmented message still arriving: not all are complete. */
+            unclaim(n, -1);
+            *flag = 0;
+            return MPI_SUCCESS;
+        }
     MPI_Status *sts = statuses != MPI_STATUSES_IGNORE ? statuses : snap_st;
     int rc = IPO_NEXT(Testall)(n, reqs, flag, sts);
     if (!*flag && rc != MPI_ERR_IN_STATUS) {
@@ -571,7 +606,19 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
     gdte_ipo_req_t *r = gdte_ipo_req_find(req);
     if (r && !r->active) r = NULL;
     if (!r || (!r->is_recv && !r->finish)) return IPO_NEXT(Request_get_status)(req, flag, status);
+    if (r->node_frag) {
+        /* A fragmented message still arriving: moved on here (under the table's lock, as the
+         * progress pass does), complete once all of it is in the buffer. */
+        pthread_mutex_lock(&req_lock);
+        int pending = r->node_frag && !r->unpacked && !gdte_ipo_node_frag_progress(r, 0);
+        pthread_mutex_unlock(&req_lock);
+        if (pending) {
+            *flag = 0;
+            return MPI_SUCCESS;
+        }
+    }
     MPI_Status st;
+    const int was_unpacked = r->unpacked;
     int rc = IPO_NEXT(Request_get_status)(req, flag, &st);
     /* Complete means the data is in the user's buffer, although the request lives on until a
      * wait or test frees it: unpack now, once. */
@@ -586,9 +633,21 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
         int eclass = MPI_SUCCESS;
         if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
         if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
+            /* A fragmented message only starts here (as in the progress pass). */
+            pthread_mutex_lock(&req_lock);
+            gdte_ipo_node_frag_defer(&r->node_frag);
             int erc = finish_ahead(r, &st, "MPI_Request_get_status"); /* the completion call reports it again */
+            gdte_ipo_node_frag_defer(NULL);
+            pthread_mutex_unlock(&req_lock);
+            if (r->node_frag && !r->unpacked) {
+                *flag = 0;
+                return MPI_SUCCESS;
+            }
             if (rc == MPI_SUCCESS) rc = erc;
         }
+    } else if (*flag && was_unpacked && r->is_recv) {
+        /* Finished earlier (a progress pass): the status it stated, not the marker's. */
+        st = r->fixed_st;
     }
     if (status != MPI_STATUS_IGNORE) *status = st;
     return rc;

@@ -228,7 +228,34 @@ static gdte_status_t run_copy_engine(const xfer_t *x, int unpack, void *host, in
     return st;
 }
 
-static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int host_pinned, int64_t nbytes)
+/* Fragments [*next, upto) whose bytes are in host memory, handed to nt->ready in order. `block`:
+ * wait for them (nt->idle between polls) rather than stop at the first still on its way. The
+ * fake device copies synchronously: everything queued is there. */
+static gdte_status_t notify_ready(const xfer_t *x, const gdte_xfer_notify_t *nt, int64_t *next, int64_t upto,
+                                  int64_t frag, int64_t depth, int64_t nbytes, int block)
+{
+    while (*next < upto) {
+        int64_t k = *next;
+        if (!x->fake) {
+            gdte_status_t q = gdte_gpu_event_query(G.ev_b[k % depth]);
+            if (q == GDTE_INPROGRESS) {
+                if (!block) return GDTE_OK;
+                if (nt->idle) nt->idle(nt->arg);
+                continue;
+            }
+            if (q != GDTE_OK) return q;
+        }
+        int64_t off = k * frag;
+        int64_t len = nbytes - off < frag ? nbytes - off : frag;
+        gdte_status_t st = nt->ready(nt->arg, off, len);
+        if (st != GDTE_OK) return st;
+        (*next)++;
+    }
+    return GDTE_OK;
+}
+
+static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int host_pinned, int64_t nbytes,
+                                  const gdte_xfer_notify_t *nt)
 {
     gdte_status_t st = GDTE_OK;
     if (nbytes == 0) return GDTE_OK;
@@ -238,6 +265,9 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
     if (!x->fake && ((st = gdte_gpu_event_record(G.ev_app, NULL)) != GDTE_OK ||
                      (st = gdte_gpu_stream_wait_event(G.s_pack, G.ev_app)) != GDTE_OK))
         return st;
+    /* Fragments the caller hands on as they land (pack only): through the ring, so that each
+     * one's copy to the host has its own event. */
+    if (nt) goto ring;
 
     if (gdte_knob(GDTE_KNOB_ZERO_COPY) != ZC_ON) {
         st = run_copy_engine(x, unpack, host, host_pinned, nbytes);
@@ -254,8 +284,10 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
         return GDTE_OK;
     }
 
-    int64_t frag = gdte_xfer_frag_size(nbytes);
+ring:;
+    int64_t frag = nt ? nt->frag : gdte_xfer_frag_size(nbytes);
     int64_t nfrag = (nbytes + frag - 1) / frag;
+    int64_t next = 0; /* nt: the first fragment not yet handed on */
     int64_t depth = gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
     if (depth > nfrag) depth = nfrag;
     if (depth > XFER_MAX_DEPTH) depth = XFER_MAX_DEPTH;
@@ -274,12 +306,17 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
         int64_t len = nbytes - off < frag ? nbytes - off : frag;
         char *r = rb + slot * frag;
         if (!unpack) {
+            /* The slot's event is recorded again below: the fragment it marked is handed on
+             * first. */
+            if (nt && k >= depth && (st = notify_ready(x, nt, &next, k - depth + 1, frag, depth, nbytes, 1)) != GDTE_OK)
+                break;
             if (k >= depth && (st = x_wait(x, G.ev_b[slot], 0)) != GDTE_OK) break;
             if ((st = x_exec(x, 0, r, off, len, 1)) != GDTE_OK) break;
             if ((st = x_signal(x, G.ev_a[slot], 0)) != GDTE_OK) break;
             if ((st = x_wait(x, G.ev_a[slot], 1)) != GDTE_OK) break;
             if ((st = x_copy(x, hb + off, r, len)) != GDTE_OK) break;
             st = x_signal(x, G.ev_b[slot], 1);
+            if (nt && st == GDTE_OK) st = notify_ready(x, nt, &next, k + 1, frag, depth, nbytes, 0);
         } else {
             if (k >= depth && (st = x_wait(x, G.ev_b[slot], 1)) != GDTE_OK) break;
             if ((st = x_copy(x, r, hb + off, len)) != GDTE_OK) break;
@@ -292,6 +329,7 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
                    (long long)nfrag, (long long)off, (long long)(off + len));
         n_fragments++;
     }
+    if (nt && st == GDTE_OK) st = notify_ready(x, nt, &next, nfrag, frag, depth, nbytes, 1);
     /* Drain both streams even after an error: the ring goes back to the pool and must not be
      * the target of a copy still in flight. */
     if (!x->fake) {
@@ -304,28 +342,35 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
 }
 
 static gdte_status_t xfer_run(const void *user, int64_t count, gdte_type_h type, int fake, int unpack, void *host,
-                              int host_pinned, int64_t nbytes)
+                              int host_pinned, int64_t nbytes, const gdte_xfer_notify_t *nt)
 {
     xfer_t x = {.fake = fake, .user = (void *)user, .count = count, .type = type};
     gdte_status_t st;
-    if (fake) return run_pipeline(&x, unpack, host, host_pinned, nbytes);
+    if (fake) return run_pipeline(&x, unpack, host, host_pinned, nbytes, nt);
     pthread_mutex_lock(&xfer_lock);
     st = gpu_setup_locked();
-    if (st == GDTE_OK) st = run_pipeline(&x, unpack, host, host_pinned, nbytes);
+    if (st == GDTE_OK) st = run_pipeline(&x, unpack, host, host_pinned, nbytes, nt);
     pthread_mutex_unlock(&xfer_lock);
     return st;
+}
+
+gdte_status_t gdte_xfer_pack_to_host_notify(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
+                                            int64_t nbytes, const gdte_xfer_notify_t *nt)
+{
+    if (!nt || !nt->ready || nt->frag <= 0) return GDTE_ERR_INVALID_ARG;
+    return xfer_run(user, count, type, fake, 0, dst, 0, nbytes, nt);
 }
 
 gdte_status_t gdte_xfer_pack_to_host(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
                                      int dst_pinned, int64_t nbytes)
 {
-    return xfer_run(user, count, type, fake, 0, dst, dst_pinned, nbytes);
+    return xfer_run(user, count, type, fake, 0, dst, dst_pinned, nbytes, NULL);
 }
 
 gdte_status_t gdte_xfer_unpack_from_host(const void *src, int src_pinned, int64_t nbytes, void *user, int64_t count,
                                          gdte_type_h type, int fake)
 {
-    return xfer_run(user, count, type, fake, 1, (void *)src, src_pinned, nbytes);
+    return xfer_run(user, count, type, fake, 1, (void *)src, src_pinned, nbytes, NULL);
 }
 
 /* Device staging (an MPI that moves device memory): one kernel between the user's layout and the

@@ -27,6 +27,19 @@
  * `dst_pinned`: dst is mapped pinned staging (zero copy allowed; DMA without bouncing). */
 gdte_status_t gdte_xfer_pack_to_host(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
                                      int dst_pinned, int64_t nbytes);
+/* The same, handing each fragment on as soon as its bytes are in `dst`: ready(arg, off, len) is
+ * called for fragments of `frag` bytes in order (the last one shorter), and idle(arg) (may be
+ * NULL) between polls while the next one is still on its way; a ready() that fails stops the
+ * pipeline with its status. Used to post each fragment to the network while the next ones are
+ * packed and copied. */
+typedef struct gdte_xfer_notify {
+    gdte_status_t (*ready)(void *arg, int64_t off, int64_t len);
+    void (*idle)(void *arg);
+    void *arg;
+    int64_t frag;
+} gdte_xfer_notify_t;
+gdte_status_t gdte_xfer_pack_to_host_notify(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
+                                            int64_t nbytes, const gdte_xfer_notify_t *nt);
 /* Bytes [0, nbytes) of the packed stream, read from host memory `src`, into (user, count, type).
  * nbytes may be shorter than the whole stream (a short message). */
 gdte_status_t gdte_xfer_unpack_from_host(const void *src, int src_pinned, int64_t nbytes, void *user, int64_t count,
