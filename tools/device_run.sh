@@ -449,6 +449,10 @@ section_mpi_random() {
   }
   rt_run mpi_random "$cases" 0x7e57
   rt_run mpi_random_frags $((cases / 4)) 0xf4a6 -x GDTE_FRAG_SIZE=8192 -x GDTE_PIPELINE_DEPTH=2 -x GDTE_ZERO_COPY=off
+  # Rank 1 as another node (GDTETEST_NODE_SPLIT=1): every device message past the marker's size
+  # in fragments of 64 KiB (GDTE_MPI_PIPELINE).
+  rt_run mpi_random_remote $((cases / 4)) 0x5e11 -x GDTETEST_NODE_SPLIT=1 -x GDTETEST_NODE_FRAG_MIN=249 \
+    -x GDTETEST_NODE_FRAG_SIZE=65536
   # Collectives on device buffers: random types, 2 and 4 ranks.
   local np
   for np in 2 4; do
@@ -472,7 +476,7 @@ section_mpi_memcheck() {
   local progs=("random_test --cases ${DEVICE_MEMCHECK_CASES:-150}" regress_test pingpong_test errors_test
                 wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60"
                 "coll_test --cases 90 --seed 22 --all-device --node yes" "reduce_test --seed 11"
-                "reduce_test --seed 12 --maxc 3000")
+                "reduce_test --seed 12 --maxc 3000" frag_test)
   # DEVICE_MEMCHECK_PROGRAMS: a ';'-separated subset (program and arguments) instead.
   [ -n "${DEVICE_MEMCHECK_PROGRAMS:-}" ] && IFS=';' read -r -a progs <<<"$DEVICE_MEMCHECK_PROGRAMS"
   for t in "${progs[@]}"; do
@@ -480,6 +484,8 @@ section_mpi_memcheck() {
     # the node path of the reductions at every size for the run with large vectors
     local extra=()
     case "$t" in reduce_test*--maxc*) extra=(-x GDTE_MPI_REDUCE_NODE_MIN=1) ;; esac
+    # frag_test across a forced node boundary: fragmented messages (GDTE_MPI_PIPELINE)
+    case "$t" in frag_test*) extra=(-x GDTETEST_NODE_SPLIT=1 -x GDTETEST_NODE_FRAG_SIZE=65536) ;; esac
     # Open MPI's AVX reduction component computes wrong sums under compute-sanitizer (reduce_test's
     # MPI_Reduce_local on host buffers, gdte not involved): the plain C ops are used instead.
     timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
@@ -642,6 +648,40 @@ section_bench_mpi() {
   awk -F, 'NR > 1 && (($5 == "bw" && $7 == 4194304) || ($5 == "latency" && $7 == 1024)) {
              printf "%-20s %-8s %-8s %9d B %10.2f us %9.3f GB/s  x%s\n", $4, $5, $6, $7, $8, $9, $10 }' "$csv" |
     tee -a "$SUMMARY"
+}
+
+# Device messages to another node, forced on one machine (GDTETEST_NODE_SPLIT=1: rank 1 counts as
+# another node, so the node path never takes them): in fragments (GDTE_MPI_PIPELINE=1: a marker,
+# then each fragment posted to the MPI as soon as it is packed and on the host, unpacked as it
+# arrives) against the whole message packed, sent as one MPI_PACKED message and unpacked
+# (GDTE_MPI_PIPELINE=0), alternated in one call. Rows: $OUT/mpi-remote-<device>.csv, mpi =
+# remote-frags / remote-packed; ratio_to_raw is still against raw CUDA IPC (an upper bound no
+# path through host memory reaches). Environment: REMOTE_SIZES, REMOTE_BUDGET, REMOTE_REPS.
+section_bench_remote() {
+  mpi_build || return
+  local dev csv v rep label log rc
+  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' -' '\n\n' | grep -m1 -E '^[A-Z]+[0-9]')
+  dev=$(echo "${dev:-gpu}" | tr 'A-Z' 'a-z')
+  csv="$OUT/mpi-remote-${dev}.csv"
+  rm -f "$csv"
+  for rep in $(seq "${REMOTE_REPS:-2}"); do
+    for v in 1 0; do
+      label=$([ $v = 1 ] && echo remote-frags || echo remote-packed)
+      log="$OUT/remote-$label-$rep.log"
+      timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT \
+        -x GDTETEST_NODE_SPLIT=1 -x GDTE_MPI_PIPELINE=$v -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
+        "$MPI_BUILD/bench/mpi/mpibench" --mem device --mpi-label "$label" --csv "$csv" \
+        --sizes "${REMOTE_SIZES:-64K,1M,4M,16M}" --budget "${REMOTE_BUDGET:-0.2}" >"$log" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] && record "bench_remote:$label:$rep" ok "$(grep -cE "^$label +(latency|bw) " "$log") rows" ||
+        record "bench_remote:$label:$rep" FAIL "rc=$rc, see $(basename "$log")"
+    done
+  done
+  [ -s "$csv" ] || return
+  echo "== device messages to another node (forced): fragments vs one MPI_PACKED message ($(basename "$csv")) ==" |
+    tee -a "$SUMMARY"
+  awk -F, 'NR > 1 && $7 >= 1048576 { printf "%-14s %-8s %-8s %9d B %10.2f us %9.3f GB/s\n", $4, $5, $6, $7, $8, $9 }' \
+    "$csv" | sort -k2,2 -k3,3 -k4,4n -k1,1 | tee -a "$SUMMARY"
 }
 
 # The MPI GPU test programs (built against the image's Open MPI, same ABI) run on the CUDA-aware
