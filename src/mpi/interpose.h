@@ -255,6 +255,8 @@ void gdte_ipo_node_finalize(void);
 void gdte_ipo_node_comm_new(MPI_Comm comm);
 /* 1 when a receive from `source` (MPI_ANY_SOURCE too) on `comm` may match a marker. */
 int gdte_ipo_node_may_mark(MPI_Comm comm, int source);
+/* 1 when `source` (not MPI_ANY_SOURCE) is a framing peer of another node (fragmented messages). */
+int gdte_ipo_node_remote(MPI_Comm comm, int source);
 int gdte_ipo_node_is_marker(MPI_Comm comm, const MPI_Status *st);
 /* Sends the node path takes (1, *rc_p set) or leaves (0). req NULL: blocking. */
 int gdte_ipo_node_send_host(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
@@ -266,8 +268,11 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
 int gdte_ipo_node_persistent_init(gdte_ipo_req_t *r, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
                                   int dest, int tag, MPI_Comm comm, void **marker_p);
 int gdte_ipo_node_persistent_start(gdte_ipo_req_t *r);
+/* `room`: the receive's staging, where `room_bytes` were posted from `landing` on (NULL: none);
+ * a fragmented message that fits lands there rather than in staging of its own. */
 int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt,
-                              gdte_ipo_kind_t kind, int64_t posted, const void *landing, MPI_Status *st);
+                              gdte_ipo_kind_t kind, int64_t posted, const void *landing, const gdte_stage_t *room,
+                              int64_t room_bytes, MPI_Status *st);
 int gdte_ipo_node_marker_cookie(const void *landing, const void *user, int count, MPI_Datatype dt, uint64_t *cookie);
 /* A probe's status: a marker's size restated as its message's. */
 void gdte_ipo_node_probe_fix(MPI_Comm comm, MPI_Status *st);

@@ -411,6 +411,12 @@ int gdte_ipo_node_comm_local(MPI_Comm comm)
 int gdte_ipo_node_fake(void) { return fake_mode; }
 int gdte_ipo_node_world_rank(void) { return world_rank; }
 
+int gdte_ipo_node_remote(MPI_Comm comm, int source)
+{
+    node_comm_t *nc = comm_info(comm);
+    return source != MPI_ANY_SOURCE && is_peer(nc, source) && peer_w[nc->world[source]] == PEER_FRAG;
+}
+
 int gdte_ipo_node_may_mark(MPI_Comm comm, int source)
 {
     node_comm_t *nc = comm_info(comm);
@@ -2337,8 +2343,11 @@ int gdte_ipo_node_marker_cookie(const void *landing, const void *user, int count
  * the first min(size, posted) bytes are unpacked; every fragment is received, so the sender's
  * sends complete whatever the receive's size. */
 typedef struct frag_recv {
-    gdte_stage_t *host, *dev;
+    gdte_stage_t *host, *dev; /* staging of its own (NULL: none) */
+    char *land;               /* where the fragments land: host's memory, or the receive's staging */
+    void *land_dev;           /* a device receive: `land` as the GPU maps it (unpacked from there) */
     int n, done;
+    uint64_t cookie;  /* the marker's (probes skip it: the landing holds data now) */
     int64_t frag, nbytes, deliver, posted;
     MPI_Request *reqs;
     int *idx;
@@ -2369,7 +2378,8 @@ static void frag_recv_free(frag_recv_t *fr)
 }
 
 static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user, int count, gdte_type_h type,
-                                     gdte_ipo_kind_t kind, int64_t posted, frag_recv_t **fr_p)
+                                     gdte_ipo_kind_t kind, int64_t posted, const gdte_stage_t *room,
+                                     int64_t room_bytes, frag_recv_t **fr_p)
 {
     *fr_p = NULL;
     int64_t frag = mk->width, n = mk->rows;
@@ -2380,6 +2390,7 @@ static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user
     if (!fr) return GDTE_ERR_NO_MEMORY;
     frag_live++;
     fr->n = (int)n;
+    fr->cookie = mk->cookie;
     fr->frag = frag;
     fr->nbytes = mk->nbytes;
     fr->posted = posted;
@@ -2392,17 +2403,32 @@ static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user
     fr->reqs = malloc(sizeof *fr->reqs * (size_t)n);
     fr->idx = malloc(sizeof *fr->idx * (size_t)n);
     gdte_status_t st = fr->reqs && fr->idx ? GDTE_OK : GDTE_ERR_NO_MEMORY;
-    if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)fr->nbytes, &fr->host);
+    /* The receive's own staging where the message fits and a device receive can read it in
+     * place (pinned; the fake device reads anything): no second buffer of the message's size
+     * (a window of 64 receives of 16 MiB would hold three gigabytes of staging otherwise). */
+    int room_ok = room && room_bytes >= fr->nbytes && room->kind == GDTE_STAGE_HOST &&
+                  (kind != GDTE_IPO_DEVICE || room->pinned);
+    if (st == GDTE_OK && room_ok) {
+        fr->land = gdte_stage_tail(room, (size_t)room_bytes);
+    } else if (st == GDTE_OK) {
+        st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)fr->nbytes, &fr->host);
+        if (st == GDTE_OK) fr->land = fr->host->ptr;
+    }
     if (st == GDTE_OK && kind == GDTE_IPO_DEVICE && fr->deliver > 0) {
-        st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)fr->deliver, &fr->dev);
-        if (st == GDTE_OK) st = ensure_stream();
+        st = ensure_stream();
         /* The unpacks come after what the application queued on its default stream. */
         if (st == GDTE_OK) st = stream_after_app();
+        /* Unpacked by kernels that read the pinned host memory in place (mapped); where it is
+         * not mapped, copied to device staging first. */
+        if (st == GDTE_OK && gdte_gpu_host_device_pointer(fr->land, &fr->land_dev) != GDTE_OK) {
+            fr->land_dev = NULL;
+            st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)fr->deliver, &fr->dev);
+        }
     }
     for (int k = 0; st == GDTE_OK && k < fr->n; k++) {
         int64_t off = k * frag;
         int len = (int)(fr->nbytes - off < frag ? fr->nbytes - off : frag);
-        if (PMPI_Irecv((char *)fr->host->ptr + off, len, MPI_BYTE, src_world, mk->fin_tag, frag_comm, &fr->reqs[k]) !=
+        if (PMPI_Irecv(fr->land + off, len, MPI_BYTE, src_world, mk->fin_tag, frag_comm, &fr->reqs[k]) !=
             MPI_SUCCESS) {
             /* Those already posted are cancelled: nothing will land in staging freed below. */
             for (int j = 0; j < k; j++) PMPI_Cancel(&fr->reqs[j]), PMPI_Wait(&fr->reqs[j], MPI_STATUS_IGNORE);
@@ -2420,7 +2446,7 @@ static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user
 /* Bytes [off, off+len) of the message, arrived in host staging, into the receive buffer. */
 static gdte_status_t frag_unpack(frag_recv_t *fr, int64_t off, int64_t len)
 {
-    const char *h = (const char *)fr->host->ptr + off;
+    const char *h = fr->land + off;
     gdte_pack_params_t p = {0};
     p.field_mask = GDTE_PACK_FIELD_OFFSET | GDTE_PACK_FIELD_MAX_BYTES | GDTE_PACK_FIELD_FLAGS;
     p.offset = off;
@@ -2428,12 +2454,16 @@ static gdte_status_t frag_unpack(frag_recv_t *fr, int64_t off, int64_t len)
     int64_t done = 0;
     gdte_status_t st;
     if (fr->kind == GDTE_IPO_DEVICE) {
-        char *d = (char *)fr->dev->ptr + off;
         p.field_mask |= GDTE_PACK_FIELD_STREAM;
         p.stream = node_stream;
         p.flags = GDTE_PACK_FLAG_ASYNC;
-        st = gdte_gpu_memcpy_async(d, h, (size_t)len, node_stream);
-        if (st == GDTE_OK) st = gdte_unpack(d, len, fr->user, fr->count, fr->type, &p, &done);
+        if (fr->land_dev) {
+            st = gdte_unpack((char *)fr->land_dev + off, len, fr->user, fr->count, fr->type, &p, &done);
+        } else {
+            char *d = (char *)fr->dev->ptr + off;
+            st = gdte_gpu_memcpy_async(d, h, (size_t)len, node_stream);
+            if (st == GDTE_OK) st = gdte_unpack(d, len, fr->user, fr->count, fr->type, &p, &done);
+        }
     } else {
         /* A host receive, or host memory standing in for a device. */
         p.flags = GDTE_PACK_FLAG_HOST;
@@ -2468,7 +2498,7 @@ static int frag_recv_step(frag_recv_t *fr, int block)
         }
         fr->done += outc;
         if (fr->done == fr->n) {
-            if (fr->kind == GDTE_IPO_DEVICE && fr->dev) {
+            if (fr->kind == GDTE_IPO_DEVICE && fr->deliver > 0) {
                 gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
                 if (fr->err == GDTE_OK) fr->err = s2;
             }
@@ -2511,7 +2541,8 @@ int gdte_ipo_node_frag_progress(gdte_ipo_req_t *r, int block)
 
 /* A receive matched a marker: deliver the message, answer the sender, state the status. */
 int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt,
-                              gdte_ipo_kind_t kind, int64_t posted, const void *landing, MPI_Status *st)
+                              gdte_ipo_kind_t kind, int64_t posted, const void *landing, const gdte_stage_t *room,
+                              int64_t room_bytes, MPI_Status *st)
 {
     node_comm_t *nc = comm_info(comm);
     int64_t t_recv = prof_t0();
@@ -2528,7 +2559,7 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
     if (s == GDTE_OK && !a) s = GDTE_ERR_TRANSPORT;
     if (s == GDTE_OK && mk.how == HOW_FRAGS) {
         frag_recv_t *fr = NULL;
-        s = frag_recv_start(&mk, nc->world[src], user, count, type, kind, posted, &fr);
+        s = frag_recv_start(&mk, nc->world[src], user, count, type, kind, posted, room, room_bytes, &fr);
         if (s == GDTE_OK) {
             gdte_ipo_cnt_g.node_frag_recvs++;
             fr->comm = comm;
@@ -2639,7 +2670,8 @@ static void scan_one(gdte_ipo_req_t *r, void *arg)
     if (!r->is_recv || !r->active || r->unpacked || PMPI_Request_get_status(r->handle, &flag, &st) != MPI_SUCCESS || !flag) return;
     if (st.MPI_SOURCE != s->src || st.MPI_TAG != s->tag || !gdte_ipo_node_is_marker(r->comm, &st)) return;
     uint64_t c;
-    if (!gdte_ipo_node_marker_cookie(r->node_landing, r->user, r->count, r->dt, &c)) return;
+    if (r->node_frag) c = ((const frag_recv_t *)r->node_frag)->cookie; /* fragments overwrite the landing */
+    else if (!gdte_ipo_node_marker_cookie(r->node_landing, r->user, r->count, r->dt, &c)) return;
     if (s->nskip == s->cap) {
         int cap = s->cap ? 2 * s->cap : 16;
         uint64_t *p = realloc(s->skip, sizeof *p * (size_t)cap);

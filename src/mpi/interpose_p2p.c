@@ -90,7 +90,7 @@ static int dense_type(gdte_type_h t)
 #define HOST_EAGER_MAX 4096 /* below every MPI's eager limit for host memory */
 
 static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, gdte_ipo_kind_t kind,
-                            int64_t minpost, msg_t *m)
+                            int64_t minpost, int remote, msg_t *m)
 {
     memset(m, 0, sizeof *m);
     gdte_status_t st = gdte_ipo_type(dt, count, &m->type, &m->nbytes);
@@ -120,7 +120,7 @@ static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int 
     /* Over an MPI that moves device memory the packed bytes stay on the device. */
     gdte_stage_kind_t sk = ga && !host_ce ? GDTE_STAGE_DEVICE : GDTE_STAGE_HOST;
     int fake = kind == GDTE_IPO_FAKE;
-    if (minpost > 0 && sk == GDTE_STAGE_HOST && kind == GDTE_IPO_DEVICE && m->post >= LAZY_LANDING_MIN) {
+    if (minpost > 0 && !remote && sk == GDTE_STAGE_HOST && kind == GDTE_IPO_DEVICE && m->post >= LAZY_LANDING_MIN) {
         /* A receive that may match a marker (from a framing peer, or any source) most likely
          * gets one: its landing is pageable memory, whose pages cost nothing until written
          * (a marker touches one), instead of pinning the message's size for every posted
@@ -128,6 +128,8 @@ static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int 
          * does come as MPI_PACKED is unpacked from it, more slowly. */
         sk = GDTE_STAGE_PAGEABLE;
     }
+    /* (`remote`: a receive from one process of another node, whose large device messages come
+     * in fragments: they land in this pinned staging itself, and are unpacked from it.) */
     st = gdte_stage_acquire(sk, fake, (size_t)m->post, &m->stage);
     if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
     gdte_debug("%s: %d element(s), %lld packed bytes of device data, staged through %s memory as MPI_PACKED", fn, count,
@@ -141,7 +143,7 @@ static int msg_prepare_post(const char *fn, MPI_Comm comm, MPI_Datatype dt, int 
 
 static int msg_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, int count, gdte_ipo_kind_t kind, msg_t *m)
 {
-    return msg_prepare_post(fn, comm, dt, count, kind, 0, m);
+    return msg_prepare_post(fn, comm, dt, count, kind, 0, 0, m);
 }
 
 /* Prepare and pack a device send into staging. */
@@ -425,7 +427,7 @@ static int recv_begin(const char *fn, MPI_Comm comm, int none, int source, void 
     /* A sender that may mark chooses its path by the GPU this process works on. */
     if (*kind_p == GDTE_IPO_DEVICE && *mp_p) gdte_ipo_node_gpu_note();
     if (*kind_p != GDTE_IPO_HOST) {
-        int rc = msg_prepare_post(fn, comm, dt, count, *kind_p, *mp_p, m);
+        int rc = msg_prepare_post(fn, comm, dt, count, *kind_p, *mp_p, *mp_p && gdte_ipo_node_remote(comm, source), m);
         if (rc != MPI_SUCCESS) return rc;
     }
     *direct_p = *kind_p == GDTE_IPO_HOST || m->nbytes == 0;

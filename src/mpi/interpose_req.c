@@ -136,7 +136,7 @@ int gdte_ipo_recv_finish(MPI_Comm comm, const char *fn, void *user, int count, M
     if (post < nbytes) post = nbytes;
     if (gdte_ipo_node_on() && gdte_ipo_node_is_marker(comm, st))
         return gdte_ipo_node_recv_marker(comm, fn, user, count, dt, kind, nbytes, gdte_stage_tail(stage, (size_t)post),
-                                         st);
+                                         stage, post, st);
     MPI_Count got = 0;
     PMPI_Get_elements_x(st, MPI_BYTE, &got);
     /* A message longer than `post` was truncated by the MPI, which reports its full length and
@@ -163,7 +163,7 @@ int gdte_ipo_host_recv_finish(MPI_Comm comm, const char *fn, void *user, int cou
     if (cancelled) return MPI_SUCCESS;
     const void *landing = scratch ? scratch->ptr : NULL;
     if (gdte_ipo_node_is_marker(comm, st))
-        return gdte_ipo_node_recv_marker(comm, fn, user, count, dt, GDTE_IPO_HOST, nbytes, landing, st);
+        return gdte_ipo_node_recv_marker(comm, fn, user, count, dt, GDTE_IPO_HOST, nbytes, landing, NULL, 0, st);
     if (!scratch) return MPI_SUCCESS; /* the MPI received into the user's buffer itself */
     MPI_Count got = 0;
     PMPI_Get_elements_x(st, MPI_BYTE, &got);
