@@ -2345,7 +2345,7 @@ int gdte_ipo_node_marker_cookie(const void *landing, const void *user, int count
 typedef struct frag_recv {
     gdte_stage_t *host, *dev; /* staging of its own (NULL: none) */
     char *land;               /* where the fragments land: host's memory, or the receive's staging */
-    void *land_dev;           /* a device receive: `land` as the GPU maps it (unpacked from there) */
+    char *dense;              /* a dense device receive: its first byte (fragments copied there) */
     int n, done;
     uint64_t cookie;  /* the marker's (probes skip it: the landing holds data now) */
     int64_t frag, nbytes, deliver, posted;
@@ -2418,11 +2418,17 @@ static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user
         st = ensure_stream();
         /* The unpacks come after what the application queued on its default stream. */
         if (st == GDTE_OK) st = stream_after_app();
-        /* Unpacked by kernels that read the pinned host memory in place (mapped); where it is
-         * not mapped, copied to device staging first. */
-        if (st == GDTE_OK && gdte_gpu_host_device_pointer(fr->land, &fr->land_dev) != GDTE_OK) {
-            fr->land_dev = NULL;
-            st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)fr->deliver, &fr->dev);
+        /* A dense receive gets each fragment by one host-to-device copy; any other is copied
+         * into one fragment of device staging and unpacked from there, all on node_stream, whose
+         * order lets the next fragment reuse it. (Kernels reading the pinned host memory in
+         * place ran 1 MiB vector and indexed windows 1.2-1.4x slower than the copy engine: H200,
+         * 6f89dfe.) */
+        gdte_layout_t L;
+        if (st == GDTE_OK && gdte_engine_layout(type, count, &L) == GDTE_OK && L.kind == GDTE_LAYOUT_KIND_CONTIG &&
+            L.total >= fr->deliver) {
+            fr->dense = (char *)((uintptr_t)user + (uintptr_t)L.disp); /* MPI_BOTTOM: in integers */
+        } else if (st == GDTE_OK) {
+            st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)(frag < fr->deliver ? frag : fr->deliver), &fr->dev);
         }
     }
     for (int k = 0; st == GDTE_OK && k < fr->n; k++) {
@@ -2457,10 +2463,11 @@ static gdte_status_t frag_unpack(frag_recv_t *fr, int64_t off, int64_t len)
         p.field_mask |= GDTE_PACK_FIELD_STREAM;
         p.stream = node_stream;
         p.flags = GDTE_PACK_FLAG_ASYNC;
-        if (fr->land_dev) {
-            st = gdte_unpack((char *)fr->land_dev + off, len, fr->user, fr->count, fr->type, &p, &done);
+        if (fr->dense) {
+            st = gdte_gpu_memcpy_async(fr->dense + off, h, (size_t)len, node_stream);
+            done = len;
         } else {
-            char *d = (char *)fr->dev->ptr + off;
+            char *d = fr->dev->ptr;
             st = gdte_gpu_memcpy_async(d, h, (size_t)len, node_stream);
             if (st == GDTE_OK) st = gdte_unpack(d, len, fr->user, fr->count, fr->type, &p, &done);
         }
