@@ -2424,7 +2424,9 @@ static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user
          * place ran 1 MiB vector and indexed windows 1.2-1.4x slower than the copy engine: H200,
          * 6f89dfe.) */
         gdte_layout_t L;
-        if (st == GDTE_OK && gdte_engine_layout(type, count, &L) == GDTE_OK && L.kind == GDTE_LAYOUT_KIND_CONTIG &&
+        if (fr->n == 1) {
+            /* One fragment: unpacked as a whole message is (frag_unpack). */
+        } else if (st == GDTE_OK && gdte_engine_layout(type, count, &L) == GDTE_OK && L.kind == GDTE_LAYOUT_KIND_CONTIG &&
             L.total >= fr->deliver) {
             fr->dense = (char *)((uintptr_t)user + (uintptr_t)L.disp); /* MPI_BOTTOM: in integers */
         } else if (st == GDTE_OK) {
@@ -2459,6 +2461,12 @@ static gdte_status_t frag_unpack(frag_recv_t *fr, int64_t off, int64_t len)
     p.max_bytes = len;
     int64_t done = 0;
     gdte_status_t st;
+    if (fr->kind == GDTE_IPO_DEVICE && fr->n == 1) {
+        /* The whole message at once, the way a message received whole is unpacked: small dense
+         * or single-stride ones by the copy engines alone (no kernel: on a GPU that processes
+         * share, a kernel waits for the GPU to switch over to this process, ~150 us). */
+        return gdte_xfer_unpack_from_host(h, fr->host ? fr->host->pinned : 1, len, fr->user, fr->count, fr->type, 0);
+    }
     if (fr->kind == GDTE_IPO_DEVICE) {
         p.field_mask |= GDTE_PACK_FIELD_STREAM;
         p.stream = node_stream;

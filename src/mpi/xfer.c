@@ -358,6 +358,12 @@ gdte_status_t gdte_xfer_pack_to_host_notify(const void *user, int64_t count, gdt
                                             int64_t nbytes, const gdte_xfer_notify_t *nt)
 {
     if (!nt || !nt->ready || nt->frag <= 0) return GDTE_ERR_INVALID_ARG;
+    if (nbytes <= nt->frag) {
+        /* One fragment: the whole-message path (small dense or single-stride messages by the copy
+         * engines alone, no kernel), then handed on. */
+        gdte_status_t st = xfer_run(user, count, type, fake, 0, dst, 1, nbytes, NULL);
+        return st == GDTE_OK ? nt->ready(nt->arg, 0, nbytes) : st;
+    }
     return xfer_run(user, count, type, fake, 0, dst, 0, nbytes, nt);
 }
 

@@ -40,6 +40,7 @@ typedef struct gdte_xfer_notify {
 } gdte_xfer_notify_t;
 gdte_status_t gdte_xfer_pack_to_host_notify(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
                                             int64_t nbytes, const gdte_xfer_notify_t *nt);
+/* (A message of one fragment goes the way of gdte_xfer_pack_to_host, `dst` taken as pinned.) */
 /* Bytes [0, nbytes) of the packed stream, read from host memory `src`, into (user, count, type).
  * nbytes may be shorter than the whole stream (a short message). */
 gdte_status_t gdte_xfer_unpack_from_host(const void *src, int src_pinned, int64_t nbytes, void *user, int64_t count,
