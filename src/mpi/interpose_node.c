@@ -1034,6 +1034,22 @@ static void free_ctx(gdte_ipo_req_t *r)
     r->ctx = NULL;
 }
 
+/* The record of a send whose request `h` is the application's: completion runs `fini` on `ctx`
+ * (what the send keeps alive); `node_send`: a cancel does not cancel it (gdte_ipo_cancel). */
+static void send_record(gdte_ipo_req_t *r, MPI_Request h, gdte_ipo_kind_t kind, MPI_Comm comm, void *ctx,
+                        void (*fini)(gdte_ipo_req_t *), int node_send)
+{
+    r->handle = h;
+    r->active = 1;
+    r->kind = kind;
+    r->comm = comm;
+    r->dt = MPI_DATATYPE_NULL;
+    r->ctx = ctx;
+    r->finish = send_finish;
+    r->fini = fini;
+    r->node_send = node_send;
+}
+
 static int post_announcement(node_comm_t *nc, int dest, int tag, uint64_t cookie, int64_t nbytes, const void *data,
                              int ndata)
 {
@@ -1089,14 +1105,7 @@ static int send_inline(gdte_ipo_mode_t mode, node_comm_t *nc, const void *bytes,
         }
         gdte_ipo_req_t *r = gdte_ipo_req_new();
         if (!r) return MPI_SUCCESS; /* the marker leaks; the message is right */
-        r->handle = *req;
-        r->active = 1;
-        r->kind = GDTE_IPO_HOST;
-        r->comm = comm;
-        r->dt = MPI_DATATYPE_NULL;
-        r->ctx = mk;
-        r->finish = send_finish;
-        r->fini = free_ctx;
+        send_record(r, *req, GDTE_IPO_HOST, comm, mk, free_ctx, 0);
         gdte_ipo_req_insert(r);
         return MPI_SUCCESS;
     }
@@ -1324,15 +1333,7 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
         /* The marker's request is the application's; it cannot be cancelled once the fragments
          * are posted (gdte_ipo_cancel). */
         *req = mreq;
-        r->handle = mreq;
-        r->active = 1;
-        r->kind = GDTE_IPO_HOST;
-        r->comm = comm;
-        r->dt = MPI_DATATYPE_NULL;
-        r->ctx = mk;
-        r->finish = send_finish;
-        r->fini = free_ctx;
-        r->node_send = 1;
+        send_record(r, mreq, GDTE_IPO_HOST, comm, mk, free_ctx, 1);
         gdte_ipo_req_insert(r);
         return MPI_SUCCESS;
     }
@@ -1612,15 +1613,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     gdte_ipo_cnt_g.bytes_packed += nbytes;
     gdte_debug("%s: %lld bytes of device data to a process of this node, GPU to GPU (%s)", fn, (long long)nbytes,
                s->stage ? "packed copy" : "user layout");
-    r->handle = fin;
-    r->active = 1;
-    r->kind = kind;
-    r->comm = comm;
-    r->dt = MPI_DATATYPE_NULL;
-    r->ctx = s;
-    r->finish = send_finish;
-    r->fini = send_fini;
-    r->node_send = 1;
+    send_record(r, fin, kind, comm, s, send_fini, 1);
     prof_add(P_SEND, t_send);
     if (req) {
         *req = fin;
