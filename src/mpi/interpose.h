@@ -288,11 +288,6 @@ void gdte_ipo_node_gpu_note(void);
 void gdte_ipo_node_batch_begin(void);
 void gdte_ipo_node_batch_end(void);
 void gdte_ipo_node_block(int n, MPI_Request reqs[], int any);
-/* How long a progress pass that queued copies keeps looking for more arrivals to batch with them
- * (ns; 0: not at all): GDTETEST_NODE_LINGER_US where this process shares its GPU with a framing
- * peer. */
-int64_t gdte_ipo_node_linger_ns(void);
-int64_t gdte_ipo_now_ns(void);
 /* Fragmented messages from other nodes. The progress pass only starts a matched one's receives
  * (recv_marker then returns GDTE_IPO_PENDING and r->node_frag holds it); then
  * gdte_ipo_node_frag_progress moves it on (`block`: to the end) and, once all is delivered, sets

@@ -183,8 +183,6 @@ static int64_t now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
-int64_t gdte_ipo_now_ns(void) { return now_ns(); }
-static int64_t linger_ns; /* GDTETEST_NODE_LINGER_US */
 
 /* GDTETEST_NODE_PROF=1: where the node path's host time goes, per stage (count, mean), printed by
  * every process at MPI_Finalize. For measurements on the device; off, each stage costs a test
@@ -475,14 +473,6 @@ static int other_gpu(int w)
     return a && b && a != b;
 }
 
-int64_t gdte_ipo_node_linger_ns(void)
-{
-    if (linger_ns <= 0) return 0;
-    for (int w = 0; w < world_size; w++)
-        if (w != world_rank && peer_w[w] == PEER_IPC && !other_gpu(w)) return linger_ns;
-    return 0;
-}
-
 /* ---- lifetime ---- */
 static void *shm_map(const char *name, int create)
 {
@@ -580,7 +570,6 @@ int gdte_ipo_node_init(void)
     if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
     prof_on = getenv("GDTETEST_NODE_PROF") && atoi(getenv("GDTETEST_NODE_PROF"));
     if (getenv("GDTETEST_NODE_BATCH")) node_batch = atoi(getenv("GDTETEST_NODE_BATCH")) != 0;
-    if (getenv("GDTETEST_NODE_LINGER_US")) linger_ns = (int64_t)(atof(getenv("GDTETEST_NODE_LINGER_US")) * 1000);
     void *ub = NULL;
     int flag = 0;
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);

@@ -385,12 +385,12 @@ static int finish_ahead(gdte_ipo_req_t *r, MPI_Status *st, const char *fn)
  * for that FIN would wait for ever. So with the node path on, gdte never blocks inside the
  * MPI in a completion call: it polls, and finishes every completed marker receive it holds
  * a record of while it does. */
-/* One look at every receive record under req_lock: finishes the marker receives the MPI has
- * completed (their copies join the pass's batch). Returns how many receives are still waiting
- * for their message. */
-static int progress_pass(int *batched)
+void gdte_ipo_node_progress(void)
 {
-    int waiting = 0;
+    gdte_ipo_node_sends_progress();
+    if (atomic_load_explicit(&req_live, memory_order_acquire) == 0) return;
+    int batched = 0;
+    pthread_mutex_lock(&req_lock);
     for (gdte_ipo_req_t *r = req_table; r; r = r->hh.next) {
         if (!r->is_recv || !r->active || r->unpacked || r->finish) continue;
         if (r->node_frag) {
@@ -399,36 +399,15 @@ static int progress_pass(int *batched)
         }
         MPI_Status st;
         int flag = 0;
-        if (PMPI_Request_get_status(r->handle, &flag, &st) != MPI_SUCCESS || !flag) {
-            waiting++;
-            continue;
-        }
+        if (PMPI_Request_get_status(r->handle, &flag, &st) != MPI_SUCCESS || !flag) continue;
         if (!gdte_ipo_node_is_marker(r->comm, &st)) continue;
-        if (!*batched) gdte_ipo_node_batch_begin(), *batched = 1;
+        if (!batched) gdte_ipo_node_batch_begin(), batched = 1;
         gdte_ipo_defer_errh = 1;
         /* A fragmented message only starts here: its fragments arrive over later passes. */
         gdte_ipo_node_frag_defer(&r->node_frag);
         (void)finish_ahead(r, &st, "MPI_Wait");
         gdte_ipo_node_frag_defer(NULL);
         gdte_ipo_defer_errh = 0;
-    }
-    return waiting;
-}
-
-void gdte_ipo_node_progress(void)
-{
-    gdte_ipo_node_sends_progress();
-    if (atomic_load_explicit(&req_live, memory_order_acquire) == 0) return;
-    int batched = 0;
-    pthread_mutex_lock(&req_lock);
-    int waiting = progress_pass(&batched);
-    /* Copies queued while other receives still wait: where the GPU is shared with a peer, each
-     * launch may cost a switch of the GPU between processes, so messages arriving within the
-     * linger join this launch (gdte_ipo_node_linger_ns). */
-    int64_t linger = batched && waiting ? gdte_ipo_node_linger_ns() : 0;
-    if (linger > 0) {
-        int64_t end = gdte_ipo_now_ns() + linger;
-        while (waiting && gdte_ipo_now_ns() < end) waiting = progress_pass(&batched);
     }
     pthread_mutex_unlock(&req_lock);
     if (batched) gdte_ipo_node_batch_end();
