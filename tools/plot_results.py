@@ -7,6 +7,9 @@
   halo3d-<device>.csv    time per exchange against grid size, per method
   mpi-<device>.csv       bench/mpi: latency and bandwidth against message size per layout, each
                          MPI run (mpi column) beside its raw CUDA IPC baseline, and the ratios
+  mpi-remote-<device>.csv  bench/mpi across a forced node boundary: fragments (remote-frags) against
+                         one MPI_PACKED message (remote-packed), each alternation a point, and the
+                         ratio of their times
   engine-cpu.csv         host pack: gdte vs MPI_Pack
   coll-<device>.csv      bench/coll: time per call against size per benchmark, gdte (per MPI run)
                          beside the expert version (hand kernels + raw CUDA IPC)
@@ -220,6 +223,69 @@ def plot_mpi(path):
     plt.close(fig)
 
 
+def plot_remote(path):
+    """Fragments against one MPI_PACKED message per benchmark and layout: time per message against
+    size (each alternation a point, the line through their medians), and MPI_PACKED time / fragments
+    time (above 1: fragments faster)."""
+    data = [r for r in rows(path) if r.get("layout") != "raw"]
+    if not data:
+        return
+    benches = [b for b in ("latency", "bw") if any(r["benchmark"] == b for r in data)]
+    layouts = list(dict.fromkeys(r["layout"] for r in data))
+    runs = ("remote-frags", "remote-packed")
+    fig, axes = plt.subplots(len(benches), len(layouts) + 1, figsize=(4.2 * (len(layouts) + 1), 3.8 * len(benches)),
+                             squeeze=False)
+    pts = defaultdict(list)
+    for r in data:
+        pts[(r["benchmark"], r["mpi"], r["layout"], int(r["bytes"]))].append(fnum(r["median_us"]))
+    sizes = sorted({int(r["bytes"]) for r in data})
+
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+    for i, b in enumerate(benches):
+        for j, lay in enumerate(layouts):
+            ax = axes[i][j]
+            for k, run in enumerate(runs):
+                xs = [n for n in sizes if pts.get((b, run, lay, n))]
+                for n in xs:
+                    ax.plot([n] * len(pts[(b, run, lay, n)]), pts[(b, run, lay, n)], "o", ms=3, color="C%d" % k)
+                ax.plot(xs, [med(pts[(b, run, lay, n)]) for n in xs], "-", color="C%d" % k,
+                        label="fragments" if run == "remote-frags" else "one MPI_PACKED message")
+            ax.set_title(f"{b}, {lay}")
+            ax.set_ylabel("us per message" + (" (one way)" if b == "latency" else " (window of 64)"))
+            ax.set_yscale("log")
+        ax = axes[i][len(layouts)]
+        for j, lay in enumerate(layouts):
+            xs, ys = [], []
+            for n in sizes:
+                f, p_ = pts.get((b, "remote-frags", lay, n)), pts.get((b, "remote-packed", lay, n))
+                if f and p_:
+                    xs.append(n)
+                    ys.append(med(p_) / med(f))
+            ax.plot(xs, ys, "o-", ms=3, color="C%d" % (j + 2), label=lay)
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_title(f"{b}: MPI_PACKED time / fragments time")
+        for ax in axes[i]:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sizes)
+            ax.set_xticklabels([_size_label(x) for x in sizes], fontsize=7, rotation=45)
+            ax.minorticks_off()
+            ax.set_xlabel("payload bytes")
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=6)
+    device = data[0].get("device", "")
+    gpus = data[0].get("gpus", "")
+    commits = ", ".join(dict.fromkeys(r.get("commit", "") for r in data))
+    fig.suptitle(f"device messages to another node (forced) on {gpus} x {device} (commit {commits}): "
+                 "fragments against one MPI_PACKED message")
+    fig.tight_layout()
+    fig.savefig(path[:-4] + ".png", dpi=110)
+    plt.close(fig)
+
+
 def plot_engine(path):
     data = [r for r in rows(path) if r.get("metric") in ("gbps", "GB/s")]
     if not data:
@@ -290,7 +356,8 @@ def main():
                         ("mpi-*.csv", plot_mpi), ("engine-cpu.csv", plot_engine),
                         ("coll-*.csv", plot_coll)):
         for p in sorted(glob.glob(os.path.join(d, pattern))):
-            fn(p)
+            # mpi-remote-*: two runs against each other, not against one baseline
+            (plot_remote if fn is plot_mpi and os.path.basename(p).startswith("mpi-remote-") else fn)(p)
             plotted.append(os.path.basename(p))
     print("plotted:", ", ".join(plotted) if plotted else "nothing")
 
