@@ -633,12 +633,18 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
         int eclass = MPI_SUCCESS;
         if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
         if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
-            /* A fragmented message only starts here (as in the progress pass). */
+            /* A fragmented message only starts here (as in the progress pass). Under the table's
+             * lock, as there, so the handler of an error runs after it is released (a handler
+             * may call MPI); the completion call reports the error again. */
             pthread_mutex_lock(&req_lock);
+            gdte_ipo_defer_errh = 1;
             gdte_ipo_node_frag_defer(&r->node_frag);
-            int erc = finish_ahead(r, &st, "MPI_Request_get_status"); /* the completion call reports it again */
+            int erc = finish_ahead(r, &st, "MPI_Request_get_status");
             gdte_ipo_node_frag_defer(NULL);
+            gdte_ipo_defer_errh = 0;
+            MPI_Comm ec = r->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : r->comm;
             pthread_mutex_unlock(&req_lock);
+            if (erc != MPI_SUCCESS) PMPI_Comm_call_errhandler(ec, erc);
             if (r->node_frag && !r->unpacked) {
                 *flag = 0;
                 return MPI_SUCCESS;
