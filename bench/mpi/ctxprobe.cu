@@ -8,7 +8,9 @@
 // zc_kernel (a kernel writing mapped pinned host memory), h2d_2d (8-byte rows at a 16-byte pitch,
 // pinned host to device), h2d_1row (a 2-D copy of one row), h2d_pageable (from pageable memory),
 // h2d_3d (cudaMemcpy3DAsync of one row), h2d_contig2d (a contiguous destination written as 256-byte
-// rows from a 512-byte source pitch), h2d_contig2d_sp (two rows, source pitch one byte longer). A diagnostic for where small-message
+// rows from a 512-byte source pitch), h2d_contig2d_sp (two rows, source pitch one byte longer),
+// d2d_2d (device to device, 8-byte rows at a 16-byte pitch), d2d_2d_wide (256-byte rows at a
+// 512-byte pitch), d2d_contig2d_sp (device to device, two rows, source pitch one byte longer). A diagnostic for where small-message
 // latency goes under the interposer, not a benchmark of gdte. Usage: mpirun -np 2 ctxprobe
 // [--iters N] [--csv FILE]
 #include <mpi.h>
@@ -32,8 +34,8 @@ __global__ void fill_kernel(char *dst, const char *src, size_t n)
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
-enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_H2D_2D, OP_H2D_1ROW, OP_H2D_PAGEABLE, OP_H2D_3D, OP_H2D_CONTIG2D, OP_H2D_CONTIG2D_SP, OP_COUNT };
-static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel", "h2d_2d", "h2d_1row", "h2d_pageable", "h2d_3d", "h2d_contig2d", "h2d_contig2d_sp"};
+enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_H2D_2D, OP_H2D_1ROW, OP_H2D_PAGEABLE, OP_H2D_3D, OP_H2D_CONTIG2D, OP_H2D_CONTIG2D_SP, OP_D2D_2D, OP_D2D_2D_WIDE, OP_D2D_CONTIG2D_SP, OP_COUNT };
+static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel", "h2d_2d", "h2d_1row", "h2d_pageable", "h2d_3d", "h2d_contig2d", "h2d_contig2d_sp", "d2d_2d", "d2d_2d_wide", "d2d_contig2d_sp"};
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -117,6 +119,11 @@ int main(int argc, char **argv)
                         break;
                     case OP_H2D_CONTIG2D_SP: /* contiguous both sides, expressed as two rows with a pitch one byte longer at the source */
                         CK(cudaMemcpy2DAsync(d0, n / 2, h, n / 2 + 1, n / 2, 2, cudaMemcpyHostToDevice, s));
+                        break;
+                    case OP_D2D_2D: CK(cudaMemcpy2DAsync(d1, 16, d0, 8, 8, n / 8, cudaMemcpyDeviceToDevice, s)); break;
+                    case OP_D2D_2D_WIDE: CK(cudaMemcpy2DAsync(d1, 512, d0, 256, 256, n / 256, cudaMemcpyDeviceToDevice, s)); break;
+                    case OP_D2D_CONTIG2D_SP:
+                        CK(cudaMemcpy2DAsync(d1, n / 2, d0, n / 2 + 1, n / 2, 2, cudaMemcpyDeviceToDevice, s));
                         break;
                     default: break;
                     }
