@@ -206,21 +206,26 @@ def plot_mpi(path):
         if not any_ratio:
             ax.text(0.5, 0.5, "no raw baseline (host memory)", transform=ax.transAxes, ha="center", fontsize=8)
         for ax in axes[i]:
-            ax.set_xscale("log", base=2)
             if ax is not axes[i][ncol - 1]:
                 ax.set_yscale("log")
-            ax.set_xticks(all_bytes)
-            ax.set_xticklabels([_size_label(x) for x in all_bytes], fontsize=7, rotation=45)
-            ax.minorticks_off()
-            ax.set_xlabel("payload bytes")
-            ax.grid(alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=6)
+            _size_axis(ax, all_bytes)
     commits = ", ".join(dict.fromkeys(r.get("commit", "") for r in data))
     fig.suptitle(f"bench/mpi on {device} (commit {commits}): 2 ranks, solid = through the MPI run, dashed = raw CUDA IPC")
     fig.tight_layout()
     fig.savefig(path[:-4] + ".png", dpi=110)
     plt.close(fig)
+
+
+def _size_axis(ax, sizes):
+    """A log2 x axis of payload sizes labelled 1K, 4M..., a grid, and the legend if any."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([_size_label(x) for x in sizes], fontsize=7, rotation=45)
+    ax.minorticks_off()
+    ax.set_xlabel("payload bytes")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6)
 
 
 def plot_remote(path):
@@ -268,14 +273,7 @@ def plot_remote(path):
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_title(f"{b}: MPI_PACKED time / fragments time")
         for ax in axes[i]:
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sizes)
-            ax.set_xticklabels([_size_label(x) for x in sizes], fontsize=7, rotation=45)
-            ax.minorticks_off()
-            ax.set_xlabel("payload bytes")
-            ax.grid(alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=6)
+            _size_axis(ax, sizes)
     device = data[0].get("device", "")
     gpus = data[0].get("gpus", "")
     commits = ", ".join(dict.fromkeys(r.get("commit", "") for r in data))

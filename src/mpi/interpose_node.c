@@ -716,6 +716,7 @@ int gdte_ipo_node_init(void)
 static void sends_drain(void);
 static void recycled_free(void);
 static void frag_sends_reap(int block);
+static void frag_pools_free(void);
 
 void gdte_ipo_node_finalize(void)
 {
@@ -724,6 +725,7 @@ void gdte_ipo_node_finalize(void)
     prof_print();
     isends_reap(1);
     frag_sends_reap(1);
+    frag_pools_free();
     /* MPI_COMM_WORLD's attribute is deleted by the MPI at finalize; its shadow with it. */
     PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
     PMPI_Comm_free_keyval(&keyval);
@@ -1197,16 +1199,63 @@ typedef struct frag_send {
     int n, posted;   /* fragments; posted so far */
     int dest, tag;   /* on frag_comm */
     MPI_Request *reqs;
+    int cap;         /* reqs' length (kept when the record is recycled) */
     struct frag_send *next;
 } frag_send_t;
 static frag_send_t *frag_sends; /* in flight (utlist), under node_lock */
 static _Atomic int frag_sends_n;
+/* Recycled records of fragmented sends and receives, their arrays kept (under node_lock): a
+ * steady stream of messages allocates nothing. */
+static frag_send_t *frag_send_pool;
+static int frag_send_npool;
+
+/* reqs (and idx, when given) of at least n entries; 0 when out of memory. */
+static int frag_arrays(MPI_Request **reqs, int **idx, int *cap, int n)
+{
+    if (n <= *cap) return 1;
+    MPI_Request *r = realloc(*reqs, sizeof *r * (size_t)n);
+    if (r) *reqs = r;
+    int *x = idx ? realloc(*idx, sizeof *x * (size_t)n) : NULL;
+    if (x) *idx = x;
+    if (!r || (idx && !x)) return 0;
+    *cap = n;
+    return 1;
+}
+
+static frag_send_t *frag_send_get(int n)
+{
+    frag_send_t *fs;
+    pthread_mutex_lock(&node_lock);
+    RECYCLE_GET(frag_send_pool, frag_send_npool, fs);
+    pthread_mutex_unlock(&node_lock);
+    if (!fs && !(fs = calloc(1, sizeof *fs))) return NULL;
+    MPI_Request *reqs = fs->reqs;
+    int cap = fs->cap;
+    memset(fs, 0, sizeof *fs);
+    fs->reqs = reqs;
+    fs->cap = cap;
+    if (!frag_arrays(&fs->reqs, NULL, &fs->cap, n)) {
+        free(fs->reqs);
+        free(fs);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) fs->reqs[i] = MPI_REQUEST_NULL;
+    fs->n = n;
+    return fs;
+}
 
 static void frag_send_free(frag_send_t *fs)
 {
     if (fs->stage) gdte_stage_release(fs->stage);
-    free(fs->reqs);
-    free(fs);
+    fs->stage = NULL;
+    pthread_mutex_lock(&node_lock);
+    if (frag_send_npool < ISEND_KEEP) {
+        LL_PREPEND(frag_send_pool, fs);
+        frag_send_npool++;
+        fs = NULL;
+    }
+    pthread_mutex_unlock(&node_lock);
+    if (fs) free(fs->reqs), free(fs);
 }
 
 /* Sends whose fragments have all gone release their staging; `block`: wait for all. */
@@ -1267,11 +1316,10 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
 {
     int64_t frag = frag_size_for(nbytes);
     int n = (int)((nbytes + frag - 1) / frag);
-    frag_send_t *fs = calloc(1, sizeof *fs);
+    frag_send_t *fs = frag_send_get(n);
     mark_t *mk = calloc(1, sizeof *mk);
     gdte_ipo_req_t *r = req ? gdte_ipo_req_new() : NULL;
-    if (fs) fs->reqs = malloc(sizeof *fs->reqs * (size_t)n);
-    gdte_status_t st = !fs || !mk || !fs->reqs || (req && !r) ? GDTE_ERR_NO_MEMORY : GDTE_OK;
+    gdte_status_t st = !fs || !mk || (req && !r) ? GDTE_ERR_NO_MEMORY : GDTE_OK;
     if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)nbytes, &fs->stage);
     if (st != GDTE_OK) {
         if (fs) frag_send_free(fs);
@@ -1279,9 +1327,7 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
         if (r) gdte_ipo_req_destroy(r);
         return gdte_ipo_fail(comm, fn, st);
     }
-    for (int i = 0; i < n; i++) fs->reqs[i] = MPI_REQUEST_NULL;
     uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
-    fs->n = n;
     fs->dest = nc->world[dest];
     fs->tag = (int)(1 + cookie % (uint64_t)(tag_ub > 1 ? tag_ub - 1 : 1));
     mk->magic = MARK_MAGIC;
@@ -2344,6 +2390,7 @@ typedef struct frag_recv {
     int64_t frag, nbytes, deliver, posted;
     MPI_Request *reqs;
     int *idx;
+    int cap;          /* reqs' and idx's length (kept when the record is recycled) */
     void *user;
     int count;
     gdte_type_h type; /* retained */
@@ -2352,9 +2399,12 @@ typedef struct frag_recv {
     MPI_Datatype dt;
     MPI_Status st;    /* the marker's: source, tag */
     gdte_status_t err;
+    struct frag_recv *next; /* the recycled records' list */
 } frag_recv_t;
 static _Atomic int frag_live;
 static _Thread_local void **frag_defer_slot;
+static frag_recv_t *frag_recv_pool; /* under node_lock */
+static int frag_recv_npool;
 
 void gdte_ipo_node_frag_defer(void **slot) { frag_defer_slot = slot; }
 int gdte_ipo_node_frag_live(void) { return atomic_load_explicit(&frag_live, memory_order_relaxed); }
@@ -2364,10 +2414,30 @@ static void frag_recv_free(frag_recv_t *fr)
     if (fr->host) gdte_stage_release(fr->host);
     if (fr->dev) gdte_stage_release(fr->dev);
     if (fr->type) gdte_type_release(fr->type);
-    free(fr->reqs);
-    free(fr->idx);
-    free(fr);
+    fr->host = fr->dev = NULL;
+    fr->type = NULL;
     frag_live--;
+    pthread_mutex_lock(&node_lock);
+    if (frag_recv_npool < ISEND_KEEP) {
+        LL_PREPEND(frag_recv_pool, fr);
+        frag_recv_npool++;
+        fr = NULL;
+    }
+    pthread_mutex_unlock(&node_lock);
+    if (fr) free(fr->reqs), free(fr->idx), free(fr);
+}
+
+static void frag_pools_free(void)
+{
+    pthread_mutex_lock(&node_lock);
+    frag_send_t *fs, *ft;
+    LL_FOREACH_SAFE(frag_send_pool, fs, ft) free(fs->reqs), free(fs);
+    frag_recv_t *fr, *rt;
+    LL_FOREACH_SAFE(frag_recv_pool, fr, rt) free(fr->reqs), free(fr->idx), free(fr);
+    frag_send_pool = NULL;
+    frag_recv_pool = NULL;
+    frag_send_npool = frag_recv_npool = 0;
+    pthread_mutex_unlock(&node_lock);
 }
 
 static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user, int count, gdte_type_h type,
@@ -2379,8 +2449,17 @@ static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user
     /* A marker the sender wrote: fragments that add up to the message. */
     if (mk->nbytes <= 0 || frag <= 0 || n <= 0 || n > INT_MAX || frag > INT_MAX || (mk->nbytes + frag - 1) / frag != n)
         return GDTE_ERR_TRANSPORT;
-    frag_recv_t *fr = calloc(1, sizeof *fr);
-    if (!fr) return GDTE_ERR_NO_MEMORY;
+    frag_recv_t *fr;
+    pthread_mutex_lock(&node_lock);
+    RECYCLE_GET(frag_recv_pool, frag_recv_npool, fr);
+    pthread_mutex_unlock(&node_lock);
+    if (!fr && !(fr = calloc(1, sizeof *fr))) return GDTE_ERR_NO_MEMORY;
+    MPI_Request *reqs = fr->reqs;
+    int *idx = fr->idx, cap = fr->cap;
+    memset(fr, 0, sizeof *fr);
+    fr->reqs = reqs;
+    fr->idx = idx;
+    fr->cap = cap;
     frag_live++;
     fr->n = (int)n;
     fr->cookie = mk->cookie;
@@ -2393,9 +2472,7 @@ static gdte_status_t frag_recv_start(const mark_t *mk, int src_world, void *user
     fr->kind = kind;
     gdte_type_retain(type);
     fr->type = type;
-    fr->reqs = malloc(sizeof *fr->reqs * (size_t)n);
-    fr->idx = malloc(sizeof *fr->idx * (size_t)n);
-    gdte_status_t st = fr->reqs && fr->idx ? GDTE_OK : GDTE_ERR_NO_MEMORY;
+    gdte_status_t st = frag_arrays(&fr->reqs, &fr->idx, &fr->cap, fr->n) ? GDTE_OK : GDTE_ERR_NO_MEMORY;
     /* The receive's own staging where the message fits and a device receive can read it in
      * place (pinned; the fake device reads anything): no second buffer of the message's size
      * (a window of 64 receives of 16 MiB would hold three gigabytes of staging otherwise). */
