@@ -38,6 +38,7 @@
 #define POISON 0xA5
 
 static int left, right;
+static int provided = MPI_THREAD_SINGLE; /* what MPI_Init_thread gave */
 
 /* ---- buffers ------------------------------------------------------------------------------ */
 
@@ -471,6 +472,15 @@ static void completion_arrays(void)
  * host buffers. */
 static void waitall_errors(void)
 {
+    if (provided == MPI_THREAD_MULTIPLE) {
+        /* Open MPI 4.1 under MPI_THREAD_MULTIPLE spins forever in MPI_Waitall when a member has
+         * already completed in error as the call begins (its wait-sync release waits for a signal
+         * nobody sends; plain MPI, nothing of gdte's loaded: caught by gdb, every time when the
+         * members are completed first, about once in 100 runs otherwise). The --single runs
+         * carry this case. */
+        if (mt_rank == 0) printf("MPI_THREAD_MULTIPLE: Waitall with a truncated member skipped (see --single runs)\n");
+        return;
+    }
     int ref[3] = {0}, rcref = 0;
     for (int dev = 0; dev < 2; dev++) {
         int *s = mt_alloc(dev, 100 * sizeof(int)), *r0 = mt_alloc(dev, 100 * sizeof(int)), *r1 = mt_alloc(dev, 100 * sizeof(int));
@@ -695,7 +705,7 @@ static void *thread_main(void *p)
     return NULL;
 }
 
-static void threads(int provided)
+static void threads(void)
 {
     if (provided < MPI_THREAD_MULTIPLE) {
         if (mt_rank == 0) printf("no MPI_THREAD_MULTIPLE: threads skipped\n");
@@ -806,12 +816,9 @@ static void bad_input(void)
 
 int main(int argc, char **argv)
 {
-    /* --single: MPI_Init, no threads. Open MPI 4.1 under MPI_THREAD_MULTIPLE can spin forever
-     * in MPI_Waitall over a request it truncated (seen here with host buffers only, gdte loaded
-     * with the node path off, nothing of gdte's in the call): the MPI_PACKED runs use it. */
+    /* --single: MPI_Init, no threads: only then does waitall_errors() run (see there). */
     int single = argc > 1 && !strcmp(argv[1], "--single");
     if (single) argc--, argv++;
-    int provided = MPI_THREAD_SINGLE;
     if (single) mt_init(&argc, &argv);
     else provided = mt_init_thread(&argc, &argv, MPI_THREAD_MULTIPLE);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -829,7 +836,7 @@ int main(int argc, char **argv)
     if (!*only || strstr(only, "waitall")) waitall_errors();
     if (!*only || strstr(only, "trunc")) truncation_sizes();
     if (!*only || strstr(only, "order")) ordering();
-    if (!*only || strstr(only, "threads")) threads(provided);
+    if (!*only || strstr(only, "threads")) threads();
     if (!*only || strstr(only, "xchg")) all_exchanges();
     int sz;
     MPI_Buffer_detach(&battach, &sz);
