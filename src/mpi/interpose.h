@@ -121,6 +121,7 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t node_batches;           /* ... those launches */
     _Atomic int64_t node_frag_sends;        /* device messages to other nodes sent in fragments (HOW_FRAGS) */
     _Atomic int64_t node_frag_recvs;        /* ... and received (any receive buffer) */
+    _Atomic int64_t host_cut_scratch;       /* host receives a marker would cut inside an element: into scratch */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 

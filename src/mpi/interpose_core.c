@@ -379,6 +379,7 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"node_batches", gdte_ipo_cnt_g.node_batches},
         {"node_frag_sends", gdte_ipo_cnt_g.node_frag_sends},
         {"node_frag_recvs", gdte_ipo_cnt_g.node_frag_recvs},
+        {"host_cut_scratch", gdte_ipo_cnt_g.host_cut_scratch},
         {"node_recvs", gdte_ipo_cnt_g.node_recvs},
         {"requests_live", gdte_ipo_req_live()},
         {"types_live", gdte_engine_live_types()},

@@ -19,6 +19,7 @@
  * Zero-size messages and MPI_PROC_NULL go to the MPI untouched: it never reads or writes the
  * buffer for them.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,112 @@ static void recv_record(gdte_ipo_req_t *r, MPI_Request handle, int persistent, v
     gdte_ipo_req_insert(r);
 }
 
+/* ---- where a marker would end in a host receive's own type ----
+ * A host receive posted into the user's buffer with the user's type gets a marker unpacked
+ * into it by the MPI (gdte then writes the real data over it). When the marker's
+ * GDTE_IPO_MARK_BYTES end inside one of the type's basic elements, the MPI must unpack a
+ * partial element, which an application's own messages never ask of it: Open MPI 4.1 aborts
+ * there ("buffer overflow detected" in opal_generic_simple_unpack) for 32-byte elements
+ * (MPI_C_LONG_DOUBLE_COMPLEX) of a non-contiguous type. Such receives take scratch instead.
+ * The walk reads the type as the MPI describes it (a named type is one element), and says "not
+ * whole" where reading it would be costly (over 4096 entries) or it does not know the
+ * constructor: scratch is always correct, only a copy slower. */
+#define SIG_WALK_MAX_ENTRIES 4096
+#define SIG_WALK_MAX_DEPTH 64
+
+static int sig_size(MPI_Datatype t, int64_t *size_p)
+{
+    MPI_Count sz = 0;
+    if (PMPI_Type_size_x(t, &sz) != MPI_SUCCESS || sz < 0) return 0;
+    *size_p = (int64_t)sz;
+    return 1;
+}
+
+/* 1 when the first `left` bytes (0 < left < size of t) of one t's signature end on an element
+ * boundary. */
+static int sig_whole(MPI_Datatype t, int64_t left, int depth)
+{
+    if (left == 0) return 1;
+    int ni, na, nd, comb;
+    if (depth > SIG_WALK_MAX_DEPTH || PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS) return 0;
+    if (comb == MPI_COMBINER_NAMED || ni > SIG_WALK_MAX_ENTRIES || na > SIG_WALK_MAX_ENTRIES ||
+        nd > SIG_WALK_MAX_ENTRIES)
+        return 0; /* inside a predefined element (or too large to read here) */
+    int *I = malloc(sizeof(int) * (size_t)(ni + 1));
+    MPI_Aint *A = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
+    MPI_Datatype *D = malloc(sizeof(MPI_Datatype) * (size_t)(nd + 1));
+    int whole = 0, got = 0;
+    if (I && A && D && PMPI_Type_get_contents(t, ni, na, nd, I, A, D) == MPI_SUCCESS) {
+        got = 1;
+        int64_t reps = -1; /* of D[0], for the one-child constructors */
+        switch (comb) {
+        case MPI_COMBINER_DUP:
+        case MPI_COMBINER_RESIZED: reps = 1; break;
+        case MPI_COMBINER_CONTIGUOUS: reps = I[0]; break;
+        case MPI_COMBINER_VECTOR:
+        case MPI_COMBINER_HVECTOR:
+        case MPI_COMBINER_INDEXED_BLOCK:
+        case MPI_COMBINER_HINDEXED_BLOCK: reps = (int64_t)I[0] * I[1]; break;
+        case MPI_COMBINER_INDEXED:
+        case MPI_COMBINER_HINDEXED:
+            reps = 0;
+            for (int i = 0; i < I[0]; i++) reps += I[1 + i];
+            break;
+        case MPI_COMBINER_SUBARRAY:
+            reps = 1;
+            for (int i = 0; i < I[0]; i++) reps *= I[1 + I[0] + i];
+            break;
+        case MPI_COMBINER_DARRAY: {
+            int64_t all = 0, one = 0;
+            if (sig_size(t, &all) && sig_size(D[0], &one) && one > 0) reps = all / one;
+            break;
+        }
+        case MPI_COMBINER_STRUCT: {
+            /* members in order: skip the whole ones, walk into the one the cut falls in */
+            for (int i = 0; i < I[0]; i++) {
+                int64_t one = 0;
+                if (!sig_size(D[i], &one)) break;
+                int64_t all = one * I[1 + i];
+                if (left < all) {
+                    whole = one > 0 && sig_whole(D[i], left % one, depth + 1);
+                    break;
+                }
+                left -= all;
+                if (left == 0) {
+                    whole = 1;
+                    break;
+                }
+            }
+            break;
+        }
+        default: break; /* F90 parameterized types (one element each) and anything else */
+        }
+        if (reps > 0) {
+            int64_t one = 0;
+            whole = sig_size(D[0], &one) && one > 0 && left < one * reps && sig_whole(D[0], left % one, depth + 1);
+        }
+    }
+    if (got)
+        for (int i = 0; i < nd; i++) {
+            int ci, ca, cd, cc;
+            if (PMPI_Type_get_envelope(D[i], &ci, &ca, &cd, &cc) == MPI_SUCCESS && cc != MPI_COMBINER_NAMED)
+                PMPI_Type_free(&D[i]);
+        }
+    free(I);
+    free(A);
+    free(D);
+    return whole;
+}
+
+/* 1 when a marker received as `count` of `dt` ends on an element boundary (the MPI unpacks
+ * only whole elements). */
+static int marker_lands_whole(MPI_Datatype dt, int count)
+{
+    int64_t size = 0;
+    if (!sig_size(dt, &size) || size <= 0 || count <= 0) return 0;
+    return sig_whole(dt, GDTE_IPO_MARK_BYTES % size, 0);
+}
+
 /* ---- host receives that may match a marker (the node path) ----
  * Posted into scratch of a marker's size when shorter than one (the MPI would truncate a
  * marker), else into the user's buffer; completion delivers (gdte_ipo_host_recv_finish).
@@ -357,19 +464,25 @@ static int node_host_recv(const char *fn, int persistent, void *buf, int count, 
     PMPI_Type_size(dt, &size);
     int64_t P = (int64_t)size * count;
     gdte_stage_t *scratch = NULL;
-    if (P < GDTE_IPO_MARK_BYTES) {
+    int64_t post = 0; /* bytes posted into scratch */
+    if (P < GDTE_IPO_MARK_BYTES || (P <= INT_MAX && !marker_lands_whole(dt, count))) {
         /* The MPI sees bytes into scratch, not the application's (count, datatype): their
          * checks are made here, or a negative count, MPI_DATATYPE_NULL or an uncommitted type
-         * would be posted without an error. */
+         * would be posted without an error. A receive of a marker's size or more whose type a
+         * marker would cut inside an element: scratch of its own size, never pinned (the walk
+         * above says why). */
         if (count < 0) return gdte_ipo_fail(comm, fn, GDTE_ERR_COUNT);
         gdte_type_h ht;
         gdte_status_t cs = gdte_mpi_type_import_validated(dt, gdte_ipo_check_type, &ht);
         if (cs != GDTE_OK) return gdte_ipo_fail(comm, fn, cs);
-        gdte_status_t st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, GDTE_IPO_MARK_BYTES, &scratch);
+        post = P < GDTE_IPO_MARK_BYTES ? GDTE_IPO_MARK_BYTES : P;
+        gdte_status_t st = gdte_stage_acquire(P < GDTE_IPO_MARK_BYTES ? GDTE_STAGE_HOST : GDTE_STAGE_PAGEABLE, 0,
+                                              (size_t)post, &scratch);
         if (st != GDTE_OK) return gdte_ipo_fail(comm, fn, st);
+        if (P >= GDTE_IPO_MARK_BYTES) gdte_ipo_cnt_g.host_cut_scratch++;
     }
     void *b = scratch ? scratch->ptr : buf;
-    int c = scratch ? GDTE_IPO_MARK_BYTES : count;
+    int c = scratch ? (int)post : count;
     MPI_Datatype t = scratch ? MPI_BYTE : dt;
     int rc;
     if (!req) {
@@ -408,7 +521,7 @@ static int node_host_recv(const char *fn, int persistent, void *buf, int count, 
     r->kind = GDTE_IPO_HOST;
     r->comm = comm;
     r->nbytes = P;
-    r->node_post = scratch ? GDTE_IPO_MARK_BYTES : P;
+    r->node_post = scratch ? post : P;
     r->node_landing = scratch ? scratch->ptr : NULL;
     gdte_ipo_req_insert(r);
     return MPI_SUCCESS;

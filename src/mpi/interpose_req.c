@@ -110,15 +110,18 @@ int gdte_ipo_truncated(MPI_Comm comm, MPI_Status *st)
 void gdte_ipo_status_bytes(MPI_Status *st, MPI_Datatype dt, gdte_type_h type, int64_t n)
 {
     /* The status describes bytes; state it in the user's datatype so MPI_Get_count/Get_elements
-     * with that type answer as for a typed receive. A partial last element (a sender's
-     * signature that does not match) keeps the byte count, from which MPI derives the same
-     * answers. */
+     * with that type answer as for a typed receive. The element count is the MPI's own (asked
+     * of it for n bytes of dt): gdte counts elements differently where a named type is several
+     * (MPI_SHORT_INT, MPI_C_LONG_DOUBLE_COMPLEX: two each in gdte, one in Open MPI). A partial
+     * last element (a sender's signature that does not match) keeps the byte count, from
+     * which MPI derives the same answers. */
     int64_t size = 0;
     if (gdte_type_pack_size(1, type, &size) == GDTE_OK && size > 0 && n % size == 0) {
-        uint64_t hash;
-        int64_t nelems;
-        if (gdte_type_signature(n / size, type, &hash, &nelems) == GDTE_OK &&
-            PMPI_Status_set_elements_x(st, dt, (MPI_Count)nelems) == MPI_SUCCESS) {
+        MPI_Status bytes = *st;
+        MPI_Count nelems = MPI_UNDEFINED;
+        if (PMPI_Status_set_elements_x(&bytes, MPI_BYTE, (MPI_Count)n) == MPI_SUCCESS &&
+            PMPI_Get_elements_x(&bytes, dt, &nelems) == MPI_SUCCESS && nelems != MPI_UNDEFINED && nelems >= 0 &&
+            PMPI_Status_set_elements_x(st, dt, nelems) == MPI_SUCCESS) {
             gdte_ipo_cnt_g.status_fixed++;
             return;
         }
