@@ -20,7 +20,8 @@
  *  - Short receives. A receive that may match a marker but was posted for fewer bytes is
  *    posted into scratch of GDTE_IPO_MARK_BYTES (the MPI would truncate the marker otherwise);
  *    what arrived is then copied to the user's buffer, and a longer message is reported as
- *    truncated exactly as the MPI would.
+ *    truncated exactly as the MPI would. So is a longer receive whose type a marker would cut
+ *    inside an element (interpose_p2p.c, marker_lands_whole).
  *  - Announcements. Before each marker the sender sends an announcement (cookie, size,
  *    inline bytes) on the *shadow* of the communicator (a duplicate made when the communicator
  *    was made), with the application's tag: per (source, tag) announcements arrive in marker
