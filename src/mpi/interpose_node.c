@@ -141,6 +141,7 @@ enum { PEER_IPC = 1, PEER_FRAG = 2 };
 #define FRAG_MIN (64 << 10)
 #define FRAG_MAX_COUNT 1024 /* fragments per message at most (larger fragments past that) */
 static int64_t frag_min = FRAG_MIN;   /* GDTETEST_NODE_FRAG_MIN: tests */
+static int64_t drain_s = 30;          /* MPI_Finalize's wait for unanswered sends; GDTETEST_NODE_DRAIN_S: tests */
 static int64_t frag_size_test;        /* GDTETEST_NODE_FRAG_SIZE: tests (0: the pipeline's choice) */
 static int world_rank, world_size, tag_ub;
 static unsigned char *peer_w; /* per world rank: a framing peer (PEER_*), or 0 */
@@ -561,6 +562,7 @@ int gdte_ipo_node_init(void)
     int fwant = kp == 2 || (kp == 0 && !gdte_ipo_gpu_aware());
     if (!gdte_gpu_available() && !fake_mode) fwant = 0;
     if (getenv("GDTETEST_NODE_FRAG_MIN")) frag_min = atoll(getenv("GDTETEST_NODE_FRAG_MIN"));
+    if (getenv("GDTETEST_NODE_DRAIN_S")) drain_s = atoll(getenv("GDTETEST_NODE_DRAIN_S"));
     if (getenv("GDTETEST_NODE_FRAG_SIZE")) frag_size_test = atoll(getenv("GDTETEST_NODE_FRAG_SIZE"));
     if (frag_min < GDTE_IPO_MARK_BYTES + 1) frag_min = GDTE_IPO_MARK_BYTES + 1;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
@@ -1015,7 +1017,7 @@ static void sends_drain(void)
             if (s->mreq != MPI_REQUEST_NULL) PMPI_Wait(&s->mreq, MPI_STATUS_IGNORE);
         pthread_mutex_unlock(&send_lock);
         if (!left) return;
-        if (now_ns() - t0 > 30ll * 1000000000) {
+        if (now_ns() - t0 > drain_s * 1000000000ll) {
             gdte_warn("MPI_Finalize: %d device message(s) sent on the node path were never received; their staging "
                       "is left allocated",
                       left);
@@ -2625,6 +2627,42 @@ int gdte_ipo_node_frag_progress(gdte_ipo_req_t *r, int block)
     return 1;
 }
 
+/* The marker the MPI unpacked into the user's buffer did not read back through gdte's pack.
+ * Read it with the MPI's own MPI_Pack (enough elements to cover it): if that finds it, gdte
+ * and the MPI disagree on the type's layout (logged: a gdte defect, but the message is still
+ * delivered). If not, the type maps some byte twice, which a receive's type must not (the MPI
+ * wrote the marker's later bytes over its earlier ones): a clear error, not an internal one. */
+static gdte_status_t reread_marker(const void *user, int count, MPI_Datatype dt, mark_t *mk)
+{
+    int size = 0, psize = 0, pos = 0;
+    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS || size <= 0) return GDTE_ERR_INTERNAL;
+    int n = (GDTE_IPO_MARK_BYTES + size - 1) / size;
+    if (n > count) n = count;
+    if (PMPI_Pack_size(n, dt, MPI_COMM_SELF, &psize) != MPI_SUCCESS) return GDTE_ERR_INTERNAL;
+    unsigned char *p = malloc((size_t)psize + 1);
+    if (!p) return GDTE_ERR_NO_MEMORY;
+    gdte_status_t st = GDTE_ERR_INVALID_TYPE;
+    if (PMPI_Pack(user, n, dt, p, psize, &pos, MPI_COMM_SELF) == MPI_SUCCESS && pos >= GDTE_IPO_MARK_BYTES) {
+        memcpy(mk, p, sizeof *mk);
+        if (mk->magic == MARK_MAGIC) {
+            char desc[256];
+            gdte_type_h t;
+            int64_t nb;
+            desc[0] = 0;
+            if (gdte_ipo_type(dt, count, &t, &nb) == GDTE_OK) gdte_type_describe(t, desc, sizeof desc);
+            gdte_warn("a receive's datatype reads back differently through gdte than through the MPI (%s); "
+                      "the MPI's reading was used",
+                      desc);
+            st = GDTE_OK;
+        }
+    }
+    free(p);
+    if (st != GDTE_OK)
+        gdte_error("a device message matched a receive whose datatype maps some bytes more than once, which a "
+                   "receive's datatype must not: the message cannot be delivered (MPI_ERR_TYPE)");
+    return st;
+}
+
 /* A receive matched a marker: deliver the message, answer the sender, state the status. */
 int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int count, MPI_Datatype dt,
                               gdte_ipo_kind_t kind, int64_t posted, const void *landing, const gdte_stage_t *room,
@@ -2634,7 +2672,7 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
     int64_t t_recv = prof_t0();
     mark_t mk;
     gdte_status_t s = read_marker(landing, user, count, dt, &mk);
-    if (s == GDTE_OK && mk.magic != MARK_MAGIC) s = GDTE_ERR_INTERNAL;
+    if (s == GDTE_OK && mk.magic != MARK_MAGIC) s = landing ? GDTE_ERR_INTERNAL : reread_marker(user, count, dt, &mk);
     if (s != GDTE_OK) return gdte_ipo_fail(comm, fn, s);
     int src = st->MPI_SOURCE, tag = st->MPI_TAG;
     ann_t *a = take_announcement(nc, src, tag, mk.cookie);
