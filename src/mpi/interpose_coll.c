@@ -437,11 +437,23 @@ static gdte_status_t side_import_once(side_t *sd, const char **why)
      * bytes, or elem_type could not make one). */
     sd->etype = MPI_BYTE;
     sd->esize = 1;
+    int found = 0;
     for (int i = 0; i < sd->nb && (sd->form == FORM_UNIFORM || sd->form == FORM_V); i++) {
         int64_t es = blk_esize(&sd->b[i]);
         if (es <= 0) continue;
         if ((sd->etype = elem_type(es)) != MPI_BYTE) sd->esize = es;
+        found = 1;
         break;
+    }
+    if (!found && sd->nb > 0 && (sd->form == FORM_UNIFORM || sd->form == FORM_V)) {
+        /* No block with data (a count of 0): still the unit of the application's type, whose
+         * size an MPI may combine with other counts (Open MPI 4.1's Allgatherv picks its
+         * algorithm from the send type's size times the receive counts: a staging process with
+         * MPI_BYTE there chose another algorithm than its host peers, and both waited). */
+        int tsize = 0;
+        if (sd->b[0].dt != MPI_DATATYPE_NULL && PMPI_Type_size(sd->b[0].dt, &tsize) == MPI_SUCCESS && tsize > 1 &&
+            (sd->etype = elem_type(tsize)) != MPI_BYTE)
+            sd->esize = tsize;
     }
     if (sd->form == FORM_UNIFORM) sd->ubytes = (int)(sd->ubytes / sd->esize);
     if (sd->form == FORM_UNIFORM || sd->nb <= 0) return GDTE_OK;

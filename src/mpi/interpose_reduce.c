@@ -127,6 +127,11 @@ typedef struct red_ctx {
      * terabytes of address space, a few pages of memory); only a mapping the system refuses
      * leaves the process out (MPI_ERR_BUFFER before the call). */
     const char *bad;
+    /* sendbuf == recvbuf (not MPI_IN_PLACE), the receive side touched: one mirror for both, so
+     * that the MPI sees the aliasing the application wrote and answers it as for host buffers
+     * (Open MPI 4.1: MPI_ERR_BUFFER from Allreduce of more than one element, MPI_ERR_ARG from a
+     * root's Reduce; the same on every process, host or device, so none is left waiting). */
+    int alias;
 } red_ctx_t;
 
 static const gdte_pack_params_t host_params = {.field_mask = GDTE_PACK_FIELD_FLAGS, .flags = GDTE_PACK_FLAG_HOST};
@@ -229,7 +234,7 @@ static void ctx_free(red_ctx_t *c)
  * pointer. */
 static void *side_arg(const red_ctx_t *c, int recv, const void *user)
 {
-    const red_side_t *sd = c ? (recv ? &c->r : &c->s) : NULL;
+    const red_side_t *sd = c ? (recv || c->alias ? &c->r : &c->s) : NULL;
     return (void *)(sd && (sd->mirror || sd->scratch) ? sd->base : user);
 }
 
@@ -265,6 +270,12 @@ static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const voi
     *ctx_p = NULL;
     /* The node path considered the call and left it: a GPU-aware MPI reads device memory. */
     if (!gdte_red_checking()) return MPI_SUCCESS;
+    int alias = sbuf == rbuf && sbuf != MPI_IN_PLACE && (r_in > 0 || r_out > 0);
+    if (alias) {
+        /* the receive side's mirror holds the send side's input too (see red_ctx_t.alias) */
+        if (s_in > r_in) r_in = s_in;
+        s_in = 0;
+    }
     gdte_ipo_kind_t sk = kind_of(sbuf, s_in, dt);
     gdte_ipo_kind_t rk = kind_of(rbuf, r_in > r_out ? r_in : r_out, dt);
     if (sk == GDTE_IPO_HOST && rk == GDTE_IPO_HOST) return MPI_SUCCESS;
@@ -272,6 +283,7 @@ static int red_prepare(const char *fn, MPI_Comm comm, MPI_Datatype dt, const voi
     if (!c) return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
     c->fn = fn;
     c->comm = comm;
+    c->alias = alias;
     if (sk == GDTE_IPO_MIXED || rk == GDTE_IPO_MIXED) c->bad = sk == GDTE_IPO_MIXED ? "sendbuf" : "recvbuf";
     gdte_type_h t;
     gdte_status_t st = gdte_mpi_type_import(dt, &t);
@@ -394,6 +406,7 @@ static int facts_of(MPI_Comm comm, comm_facts_t *f)
 static int red_node_first(gdte_red_node_call_t a, gdte_red_how_t how, int *rc_p)
 {
     if (how.req || how.init != GDTE_PINIT_NONE || !gdte_red_node_possible()) return 0;
+    if (a.sbuf == a.rbuf && a.sbuf != MPI_IN_PLACE) return 0; /* aliased: the MPI judges it (red_ctx_t.alias) */
     return gdte_red_node(&a, rc_p);
 }
 

@@ -27,7 +27,8 @@
  * (commutative and not) on a derived type, MPI_Reduce_local, zero counts, vectors past 1 MiB;
  * a rank whose buffer is partly host and partly device memory (MPI_ERR_BUFFER there; the others
  * must not hang); one-sided, MPI-IO and MPI_Pack_external on device buffers (an MPI error,
- * under an MPI that cannot read device memory).
+ * under an MPI that cannot read device memory); ranks that send nothing beside ranks that send
+ * a type larger than the receive type, and sendbuf == recvbuf in Allreduce (case_zero_counts).
  *
  * Usage: outside_coll_test [--only NAME] [--verbose]
  */
@@ -857,6 +858,53 @@ no_win:
     mt_dev_free(d2);
 }
 
+/* Ranks that send nothing, and a send type larger than the receive type (Open MPI 4.1's
+ * Allgatherv picks its algorithm from the send type's size times the receive counts: a device
+ * rank that sent 0 elements once gave it MPI_BYTE there, chose another algorithm than its host
+ * peers, and every rank waited). Odd ranks (the device ranks of the mixed run) send 0 elements
+ * of contiguous(3, long double complex) or of an hvector of it with a negative stride; every rank
+ * receives long double complexes, in rank order and in reverse. Then sendbuf == recvbuf (not
+ * MPI_IN_PLACE) in Allreduce of 2 and of 1 element: whatever the MPI answers for host buffers
+ * (Open MPI: MPI_ERR_BUFFER, then success), every rank, device or host, must answer alike. */
+static void case_zero_counts(void)
+{
+    MPI_Datatype st[2];
+    MPI_Type_contiguous(3, MPI_C_LONG_DOUBLE_COMPLEX, &st[0]);
+    MPI_Type_create_hvector(3, 1, -48, MPI_C_LONG_DOUBLE_COMPLEX, &st[1]);
+    for (int t = 0; t < 2; t++) MPI_Type_commit(&st[t]);
+    int k[64], rcn[64], dsp[64];
+    for (int r = 0; r < mt_size && r < 64; r++) k[r] = r % 2 ? 0 : 1 + r % 3;
+    for (int t = 0; t < 2; t++)
+        for (int rev = 0; rev < 2; rev++) {
+            int acc = 0;
+            for (int i = 0; i < mt_size; i++) {
+                int r = rev ? mt_size - 1 - i : i;
+                rcn[r] = 3 * k[r];
+                dsp[r] = acc;
+                acc += rcn[r];
+            }
+            void *sb = tbuf(st[t], k[mt_rank], 1);
+            void *rb = xalloc((size_t)acc * 32, 0);
+            rc(MPI_Allgatherv(sb, k[mt_rank], st[t], rb, rcn, dsp, MPI_C_LONG_DOUBLE_COMPLEX, wdup));
+            /* and the rooted forms with the same counts */
+            void *gb = xalloc((size_t)acc * 32, 0);
+            rc(MPI_Gatherv(sb, k[mt_rank], st[t], gb, rcn, dsp, MPI_C_LONG_DOUBLE_COMPLEX, 0, wdup));
+            void *ss = xalloc((size_t)acc * 32, 1);
+            void *sr = tbuf(st[t], k[mt_rank], 0);
+            rc(MPI_Scatterv(ss, rcn, dsp, MPI_C_LONG_DOUBLE_COMPLEX, sr, k[mt_rank], st[t], mt_size - 1, wdup));
+        }
+    for (int t = 0; t < 2; t++) MPI_Type_free(&st[t]);
+    /* Aliased reductions: Open MPI raises this one through MPI_COMM_WORLD's handler. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    for (int n = 2; n >= 1; n--) {
+        int *b = xalloc(2 * sizeof(int) * 2, 1);
+        rc(MPI_Allreduce(b, b, n, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD));
+        int *d = xalloc(2 * sizeof(double), 1);
+        rc(MPI_Allreduce(d, d, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 /* ---- the driver ---- */
 typedef struct {
     const char *name;
@@ -868,6 +916,7 @@ static const case_t cases[] = {
     {"alltoallw_shapes", case_alltoallw_shapes}, {"in_place", case_in_place},
     {"bottom", case_bottom},             {"nonblocking", case_nonblocking},
     {"reductions", case_reductions},     {"large_reduce", case_large_reduce},
+    {"zero_counts", case_zero_counts},
 };
 
 static void run_case(const case_t *c)
