@@ -358,6 +358,7 @@ static void recv_record(gdte_ipo_req_t *r, MPI_Request handle, int persistent, v
  * constructor: scratch is always correct, only a copy slower. */
 #define SIG_WALK_MAX_ENTRIES 4096
 #define SIG_WALK_MAX_DEPTH 64
+#define SIG_WALK_STACK 16
 
 static int sig_size(MPI_Datatype t, int64_t *size_p)
 {
@@ -377,9 +378,13 @@ static int sig_whole(MPI_Datatype t, int64_t left, int depth)
     if (comb == MPI_COMBINER_NAMED || ni > SIG_WALK_MAX_ENTRIES || na > SIG_WALK_MAX_ENTRIES ||
         nd > SIG_WALK_MAX_ENTRIES)
         return 0; /* inside a predefined element (or too large to read here) */
-    int *I = malloc(sizeof(int) * (size_t)(ni + 1));
-    MPI_Aint *A = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
-    MPI_Datatype *D = malloc(sizeof(MPI_Datatype) * (size_t)(nd + 1));
+    /* On the stack for the usual constructors: this runs for every such receive. */
+    int Is[SIG_WALK_STACK];
+    MPI_Aint As[SIG_WALK_STACK];
+    MPI_Datatype Ds[SIG_WALK_STACK];
+    int *I = ni < SIG_WALK_STACK ? Is : malloc(sizeof(int) * (size_t)(ni + 1));
+    MPI_Aint *A = na < SIG_WALK_STACK ? As : malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
+    MPI_Datatype *D = nd < SIG_WALK_STACK ? Ds : malloc(sizeof(MPI_Datatype) * (size_t)(nd + 1));
     int whole = 0, got = 0;
     if (I && A && D && PMPI_Type_get_contents(t, ni, na, nd, I, A, D) == MPI_SUCCESS) {
         got = 1;
@@ -437,9 +442,9 @@ static int sig_whole(MPI_Datatype t, int64_t left, int depth)
             if (PMPI_Type_get_envelope(D[i], &ci, &ca, &cd, &cc) == MPI_SUCCESS && cc != MPI_COMBINER_NAMED)
                 PMPI_Type_free(&D[i]);
         }
-    free(I);
-    free(A);
-    free(D);
+    if (I != Is) free(I);
+    if (A != As) free(A);
+    if (D != Ds) free(D);
     return whole;
 }
 
