@@ -344,6 +344,30 @@ MPI_BUILD=${DEVICE_MPI_BUILD_DIR:-build-device-mpi}
 MPI_OK=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# MPS for runs whose ranks share one GPU: a private MPS control daemon of this user (pipe and log
+# directories under $OUT's machine-local tmp), started for those runs and quit after them; the
+# GPU's own settings (compute mode) are not touched. Without MPS two processes' kernels on one
+# GPU take turns at ~150 us a switch (bench/mpi/ctxprobe); with it they share one context.
+# mps_start returns 1 where there is no nvidia-cuda-mps-control or it does not start.
+MPS_DIR=""
+mps_start() {
+  command -v nvidia-cuda-mps-control >/dev/null || return 1
+  MPS_DIR=$(mktemp -d /tmp/gdte-mps.XXXXXX)
+  export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if ! nvidia-cuda-mps-control -d; then mps_stop; return 1; fi
+  sleep 1
+}
+mps_stop() {
+  [ -n "$MPS_DIR" ] || return 0
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  sleep 1
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  rm -rf "$MPS_DIR"
+  MPS_DIR=""
+}
+trap mps_stop EXIT
+
 mpi_build() {
   [ "$MPI_OK" = 1 ] && return 0
   local log="$OUT/mpi_build.log" extra=()
@@ -398,6 +422,23 @@ section_mpi() {
     grep -v "^\[" "$log" | tail -7
     if [ $rc -eq 0 ] && grep -Eq "transpose ping-pong +device memory .* yes" "$log"; then record demo_1gpu ok "2 ranks on one GPU, verified"
     else record demo_1gpu FAIL "rc=$rc, see demo_1gpu.log"; fi
+  fi
+  # Both ranks on one GPU: the demo again under MPS, and the MPI GPU tests there too (gdte takes
+  # the node path for small messages when MPS shares the contexts: counter node_mps).
+  if [ "$ng" -eq 1 ] && mps_start; then
+    log="$OUT/demo_mps.log"
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none \
+      -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" "$MPI_BUILD/examples/demo/gdte_demo" 128 4096 >"$log" 2>&1
+    rc=$?
+    grep -v "^\[" "$log" | tail -7
+    if [ $rc -eq 0 ] && grep -Eq "transpose ping-pong +device memory .* yes" "$log"; then record demo_mps ok "2 ranks on one GPU under MPS, verified"
+    else record demo_mps FAIL "rc=$rc, see demo_mps.log"; fi
+    log="$OUT/mpi_gpu_mps.log"
+    (cd "$MPI_BUILD" && ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-300}") >"$log" 2>&1
+    rc=$?
+    res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
+    [ $rc -eq 0 ] && record mpi_gpu_mps ok "under MPS: $res" || record mpi_gpu_mps FAIL "under MPS: $res"
+    mps_stop
   fi
 }
 
@@ -513,6 +554,19 @@ section_bench_halo3d() {
   local rc=$?
   grep -v "^\[" "$log" | tail -20
   [ $rc -eq 0 ] && [ -s "$csv" ] && record bench_halo3d ok "$(basename "$csv")" || record bench_halo3d FAIL "rc=$rc, see halo3d.log"
+  # One GPU: the same under MPS (the expert's kernels and IPC copies too), into halo3d-<dev>-mps.csv.
+  if [ "$ng" -eq 1 ] && mps_start; then
+    local mcsv="${csv%.csv}-mps.csv" mlog="$OUT/halo3d-mps.log"
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none \
+      -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" -x GDTETEST_COMMIT \
+      "$MPI_BUILD/bench/halo3d/halo3d" --sizes "${DEVICE_HALO_SIZES:-128,256,512}" --iters "${DEVICE_HALO_ITERS:-20}" \
+      --csv "$mcsv" >"$mlog" 2>&1
+    local mrc=$?
+    mps_stop
+    grep -v "^\[" "$mlog" | tail -12
+    [ $mrc -eq 0 ] && [ -s "$mcsv" ] && record bench_halo3d:mps ok "$(basename "$mcsv")" ||
+      record bench_halo3d:mps FAIL "rc=$mrc, see halo3d-mps.log"
+  fi
   # The same on the CUDA-aware Open MPI (device staging), into halo3d-<dev>-gpuaware.csv.
   [ -f .deps/ompi-cuda/env.sh ] || return 0
   (
@@ -607,6 +661,11 @@ section_bench_mpi() {
   # The node path (GDTE_MPI_IPC=1): device messages GPU to GPU with MPI carrying markers.
   mpibench_run plain-node "$MPI_BUILD/bench/mpi/mpibench" mpirun -x GDTE_MPI_IPC=1 \
     -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
+  # One GPU: the same under MPS (mpi=plain-mps; the raw baseline then runs under MPS too).
+  if [ "$ng" -eq 1 ] && mps_start; then
+    mpibench_run plain-mps "$MPI_BUILD/bench/mpi/mpibench" mpirun -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
+    mps_stop
+  fi
   # packbatch: K boxes packed with MPI_Pack into one device buffer and sent (plain MPI).
   timeout 300 mpirun -np 2 --oversubscribe --bind-to none -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
     -x GDTETEST_COMMIT "$MPI_BUILD/bench/mpi/packbatch" --mem device --sizes 64,128,256 --iters 50 --warmup 5 \

@@ -36,6 +36,7 @@ typedef struct gdte_gpu_props {
     int warp_size;
     int pci_bus, pci_device, pci_domain;
     size_t total_mem;
+    int mps; /* contexts of different processes share the GPU through MPS (CUDA; 0 where unknown) */
 } gdte_gpu_props_t;
 gdte_status_t gdte_gpu_get_props(int device, gdte_gpu_props_t *props_p);
 gdte_status_t gdte_gpu_can_access_peer(int device, int peer, int *can_p);

@@ -111,6 +111,24 @@ gdte_status_t gdte_gpu_set_device(int device)
     return GDTE_OK;
 }
 
+/* Contexts created on `device` are shared through MPS: CUDA's cudaDevAttrMpsEnabled (133, by
+ * number so that headers before CUDA 12.x compile; a runtime that does not know it says 0). HIP
+ * has no multi-process service. */
+static int device_mps(int device)
+{
+#if defined(__HIP_PLATFORM_AMD__)
+    (void)device;
+    return 0;
+#else
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, (enum cudaDeviceAttr)133, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return v != 0;
+#endif
+}
+
 gdte_status_t gdte_gpu_get_props(int device, gdte_gpu_props_t *props_p)
 {
     NEED_DEVICE();
@@ -135,6 +153,7 @@ gdte_status_t gdte_gpu_get_props(int device, gdte_gpu_props_t *props_p)
             c->pci_device = p.pciDeviceID;
             c->pci_domain = p.pciDomainID;
             c->total_mem = p.totalGlobalMem;
+            c->mps = device_mps(device);
             props_valid[device] = 1;
         }
     }

@@ -116,6 +116,7 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t node_units_same;        /* receives of those in one kernel, buffer to buffer */
     _Atomic int64_t node_other_gpu;         /* small sends the copy engines would take to a peer on this
                                                process's GPU, taken GPU to GPU to one on another GPU */
+    _Atomic int64_t node_mps;               /* ... and to a peer (or itself) on this GPU, MPS clients both */
     _Atomic int64_t node_sparse_packed;     /* sends of short blocks packed by the sender for a peer on another GPU */
     _Atomic int64_t node_batched;           /* receives copied by a batched kernel (one launch per pass) */
     _Atomic int64_t node_batches;           /* ... those launches */

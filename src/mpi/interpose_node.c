@@ -176,6 +176,7 @@ static gdte_gpu_event_t node_ev_app, node_ev_send;
 static int64_t detach_ns = DETACH_NS; /* GDTETEST_NODE_DETACH_US: tests and measurements */
 static int send_packed; /* GDTETEST_NODE_PACKED: irregular layouts go as packed copies (tests) */
 static int other_gpu_all; /* GDTETEST_NODE_OTHER_GPU: every other peer counts as on another GPU (tests) */
+static int mps_test;      /* GDTETEST_NODE_MPS: every peer and this process count as MPS clients (tests) */
 /* GDTETEST_NODE_BATCH=0: every receive's copy launched on its own (measurements). */
 static int node_batch = 1;
 
@@ -445,11 +446,15 @@ int gdte_ipo_node_is_marker(MPI_Comm comm, const MPI_Status *st)
  * processes on different GPUs there is no such wait, and the node path is faster at every size
  * (two H200s over NVLink, 5964dc8: a 64 KiB dense message 52 us one way and 46 us per message
  * in a window through host memory, an irregular one of the same size 24 and 10 us GPU to GPU).
- * So each process says in its segment which GPU it works on (PCI domain, bus and device, plus
- * one: 0 is not known), noted again whenever its current device changes (an application may
- * pick its GPU after MPI_Init), and a sender takes the copy engines only to a peer on its own
- * GPU, or whose GPU it does not know; to a peer on another GPU such a message goes as a packed
- * copy in device staging (send_shape's PACK_ALWAYS). */
+ * Nor is there between processes whose contexts MPS shares: one H200, two ranks under MPS
+ * (ee7c5ca): 1 KiB one way 23.6 us by the copy engines, 21.6 us GPU to GPU, and 22.0 against
+ * 6.5 us per message in a window. So each process says in its segment which GPU it works on
+ * (PCI domain, bus and device, plus one: 0 is not known; MPS_BIT when its contexts there are
+ * MPS clients), noted again whenever its current device changes (an application may pick its
+ * GPU after MPI_Init), and a sender takes the copy engines only to a peer on its own GPU, or
+ * whose GPU it does not know, unless both are MPS clients; otherwise such a message goes as a
+ * packed copy in device staging (send_shape's PACK_ALWAYS). */
+#define MPS_BIT ((uint64_t)1 << 63)
 static _Atomic int gpu_noted = -1; /* the device index last noted */
 
 void gdte_ipo_node_gpu_note(void)
@@ -461,6 +466,7 @@ void gdte_ipo_node_gpu_note(void)
     if (gdte_gpu_get_props(d, &p) != GDTE_OK) return;
     uint64_t id = ((uint64_t)(uint32_t)p.pci_domain << 32 | (uint64_t)(uint32_t)p.pci_bus << 16 |
                    (uint64_t)(uint32_t)p.pci_device) + 1;
+    if (p.mps) id |= MPS_BIT;
     atomic_store_explicit(&my_slots[GPU_WORD].word, id, memory_order_relaxed);
     atomic_store_explicit(&gpu_noted, d, memory_order_relaxed);
 }
@@ -470,9 +476,22 @@ static int other_gpu(int w)
 {
     if (!peer_slots[w] || peer_slots[w] == my_slots) return 0;
     if (other_gpu_all) return 1;
+    uint64_t a = atomic_load_explicit(&my_slots[GPU_WORD].word, memory_order_relaxed) & ~MPS_BIT;
+    uint64_t b = atomic_load_explicit(&peer_slots[w][GPU_WORD].word, memory_order_relaxed) & ~MPS_BIT;
+    return a && b && a != b;
+}
+
+/* GPU work of this process and of world rank w (a framing peer, or this process) never waits
+ * for the GPU to switch between them: other GPUs, or MPS clients both (GDTETEST_NODE_MPS: as if,
+ * for tests on the fake device). */
+static int no_switch(int w)
+{
+    if (!peer_slots[w]) return 0;
+    if (mps_test) return 1;
+    if (other_gpu(w)) return 1;
     uint64_t a = atomic_load_explicit(&my_slots[GPU_WORD].word, memory_order_relaxed);
     uint64_t b = atomic_load_explicit(&peer_slots[w][GPU_WORD].word, memory_order_relaxed);
-    return a && b && a != b;
+    return (a & b & MPS_BIT) != 0;
 }
 
 /* ---- lifetime ---- */
@@ -568,6 +587,10 @@ int gdte_ipo_node_init(void)
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
     send_packed = getenv("GDTETEST_NODE_PACKED") && atoi(getenv("GDTETEST_NODE_PACKED"));
     other_gpu_all = getenv("GDTETEST_NODE_OTHER_GPU") && atoi(getenv("GDTETEST_NODE_OTHER_GPU"));
+    mps_test = getenv("GDTETEST_NODE_MPS") && atoi(getenv("GDTETEST_NODE_MPS"));
+    if (getenv("GDTETEST_CE_MAX") || getenv("GDTETEST_CE_ROWS"))
+        gdte_xfer_set_ce_bounds(getenv("GDTETEST_CE_MAX") ? atoll(getenv("GDTETEST_CE_MAX")) : 0,
+                                getenv("GDTETEST_CE_ROWS") ? atoll(getenv("GDTETEST_CE_ROWS")) : 0);
     if (getenv("GDTETEST_NODE_SPARSE_MIN")) sparse_pack_min = atoll(getenv("GDTETEST_NODE_SPARSE_MIN"));
     const char *dus = getenv("GDTETEST_NODE_DETACH_US");
     if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
@@ -1526,21 +1549,25 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     }
     /* Buffered sends complete without the receiver: they keep the MPI_PACKED path. Small
      * messages to a peer on this GPU too (the copy engines move them faster than a kernel on the
-     * receiver, which would wait for a context switch). On the fake device the copy-engine rule
-     * applies only where a test makes peers count as on other GPUs (GDTETEST_NODE_OTHER_GPU). */
+     * receiver, which would wait for a context switch), unless MPS shares the contexts. On the
+     * fake device the copy-engine rule applies only where a test makes peers count as on other
+     * GPUs or as MPS clients (GDTETEST_NODE_OTHER_GPU, GDTETEST_NODE_MPS). */
     if (mode == GDTE_IPO_BUFFERED || nbytes < GDTE_IPO_MARK_BYTES) return 0;
     gdte_ipo_node_gpu_note();
     const int other = other_gpu(nc->world[dest]);
     int pack = other ? PACK_SPARSE : PACK_NONE;
     if (ipc_min) {
         if (nbytes < ipc_min) return 0;
-    } else if ((fake ? other_gpu_all : gdte_gpu_available()) && gdte_xfer_copy_engine_shape(type, count, nbytes)) {
+    } else if ((fake ? other_gpu_all || mps_test : gdte_gpu_available()) &&
+               gdte_xfer_copy_engine_shape(type, count, nbytes)) {
         /* A message the copy engines would move through host memory to a peer on this GPU; to
-         * one on another GPU a packed copy in device staging, so that the send completes at once
-         * as it would through host memory (a blocking send of a small message must not wait for
-         * its receive: send, send, receive, receive between two processes is common). */
-        if (!other) return 0;
-        gdte_ipo_cnt_g.node_other_gpu++;
+         * one on another GPU, or whose context MPS shares with ours, a packed copy in device
+         * staging, so that the send completes at once as it would through host memory (a
+         * blocking send of a small message must not wait for its receive: send, send, receive,
+         * receive between two processes is common). */
+        if (!no_switch(nc->world[dest])) return 0;
+        if (other) gdte_ipo_cnt_g.node_other_gpu++;
+        else gdte_ipo_cnt_g.node_mps++;
         pack = PACK_ALWAYS;
     }
 

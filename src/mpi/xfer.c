@@ -30,6 +30,14 @@ enum { ZC_AUTO = 0, ZC_ON = 1, ZC_OFF = 2 }; /* order of GDTE_ZERO_COPY's accept
 #define XFER_CE_MAX (64 * 1024)
 #define XFER_CE_MAX_ROWS 2048
 #define XFER_CE_H2D_1D_MIN (32 * 1024)
+/* The bounds in force (gdte_xfer_set_ce_bounds). */
+static _Atomic int64_t ce_max = XFER_CE_MAX, ce_max_rows = XFER_CE_MAX_ROWS;
+
+void gdte_xfer_set_ce_bounds(int64_t bytes, int64_t rows)
+{
+    if (bytes > 0) atomic_store_explicit(&ce_max, bytes, memory_order_relaxed);
+    if (rows > 0) atomic_store_explicit(&ce_max_rows, rows, memory_order_relaxed);
+}
 
 typedef struct xfer_gpu {
     int ready;
@@ -164,8 +172,11 @@ static gdte_status_t x_copy2d(const xfer_t *x, void *dst, size_t dpitch, const v
 static int ce_shape(gdte_type_h type, int64_t count, int64_t nbytes, int unpack, gdte_layout_t *L_p)
 {
     gdte_layout_t *L = L_p;
-    if (nbytes > XFER_CE_MAX || gdte_engine_layout(type, count, L) != GDTE_OK || L->total != nbytes) return 0;
-    if (L->kind == GDTE_LAYOUT_KIND_STRIDED && L->ndims == 1 && L->count[0] <= XFER_CE_MAX_ROWS &&
+    if (nbytes > atomic_load_explicit(&ce_max, memory_order_relaxed) || gdte_engine_layout(type, count, L) != GDTE_OK ||
+        L->total != nbytes)
+        return 0;
+    if (L->kind == GDTE_LAYOUT_KIND_STRIDED && L->ndims == 1 &&
+        L->count[0] <= atomic_load_explicit(&ce_max_rows, memory_order_relaxed) &&
         L->stride[0] > L->blocklen && L->stride[0] < INT32_MAX)
         return 2;
     if (L->kind != GDTE_LAYOUT_KIND_CONTIG) return 0;

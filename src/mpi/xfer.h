@@ -66,4 +66,8 @@ int gdte_xfer_copy_engine_shape(gdte_type_h type, int64_t count, int64_t nbytes)
 int64_t gdte_xfer_copy_engine(void);
 void gdte_xfer_finalize(void);
 
+/* The copy-engine path's bounds: bytes of a message and rows of a strided one (a value <= 0
+ * leaves one as it is). */
+void gdte_xfer_set_ce_bounds(int64_t bytes, int64_t rows);
+
 #endif

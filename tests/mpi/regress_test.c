@@ -18,7 +18,10 @@
  *  - device messages a process sends itself (a periodic dimension of one process: the demo's
  *    halo exchange sent 4 of its 6 faces to itself through pageable host memory): Irecv+Isend,
  *    Isend+Recv, and MPI_Sendrecv, on a vector, an indexed and a contiguous type, each against MPI_Pack /
- *    MPI_Unpack on host copies; with the node path they go GPU to GPU (node_recvs counts them).
+ *    MPI_Unpack on host copies; with the node path they go GPU to GPU (node_recvs counts them);
+ *  - small device messages sent with a blocking MPI_Send before their receive is posted, to
+ *    itself and send, send, receive, receive between two processes: complete at once however the
+ *    interposer moves them.
  */
 #include "mpitest.h"
 
@@ -339,16 +342,73 @@ static void self_messages(void)
     free(back);
 }
 
+/* Small device messages sent with a blocking MPI_Send before their receive is posted: to itself,
+ * and send, send, receive, receive between two processes. Every MPI completes such sends from
+ * host memory at once (eagerly); so must the interposer, whichever way it moves them (the copy
+ * engines through host memory, or GPU to GPU as a packed copy to a peer on another GPU or under
+ * MPS: GDTETEST_NODE_OTHER_GPU / GDTETEST_NODE_MPS). A contiguous and two strided types, against
+ * MPI_Pack / MPI_Unpack on host copies. */
+static void small_blocking(int peer)
+{
+    enum { N = 8192 };
+    MPI_Datatype types[3];
+    /* Under the MPI's eager limits, where a blocking send completes before its receive for host
+     * buffers too: Open MPI's shared memory transport 4 KiB, its transport to itself 1 KiB with
+     * the header (the node path's 248-byte marker is what goes to the MPI from 248 bytes on). */
+    const int self = peer == mt_rank, k = self ? 4 : 1;
+    MPI_Type_contiguous(256 / k, MPI_INT, &types[0]);    /* 1 KiB; 256 B to itself */
+    MPI_Type_vector(256 / k, 2, 4, MPI_INT, &types[1]);  /* 2 KiB in 256 blocks; 512 B in 64 */
+    MPI_Type_vector(16 / k, 24, 25, MPI_INT, &types[2]); /* 1.5 KiB in 16 blocks; 384 B in 4 */
+    size_t bytes = N * sizeof(int);
+    int *hs = malloc(bytes), *hr = malloc(bytes), *want = malloc(bytes), *back = malloc(bytes);
+    void *ds = mt_devmem_alloc(bytes), *dr = mt_devmem_alloc(bytes);
+    for (int t = 0; t < 3; t++) {
+        MPI_Type_commit(&types[t]);
+        for (int i = 0; i < N; i++) hs[i] = 7000000 + 10000 * t + i + 100 * mt_rank, hr[i] = -3;
+        mt_put(ds, hs, bytes);
+        mt_put(dr, hr, bytes);
+        /* What arrives is the sender's: the peer's values (or this process's, to itself). */
+        int *ps = malloc(bytes);
+        for (int i = 0; i < N; i++) ps[i] = 7000000 + 10000 * t + i + 100 * (peer == mt_rank ? mt_rank : peer);
+        memcpy(want, hr, bytes);
+        self_oracle(ps, types[t], want, types[t]);
+        free(ps);
+        int tag = 90 + t;
+        int rc = MPI_Send(ds, 1, types[t], peer, tag, MPI_COMM_WORLD);
+        if (rc == MPI_SUCCESS) rc = MPI_Send(ds, 1, types[t], peer, tag + 10, MPI_COMM_WORLD);
+        if (rc == MPI_SUCCESS) rc = MPI_Recv(dr, 1, types[t], peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        char what[96];
+        snprintf(what, sizeof what, "blocking sends first to %s, type %d", peer == mt_rank ? "itself" : "the peer", t);
+        MT_CHECK(rc == MPI_SUCCESS, "%s: %d", what, rc);
+        mt_get(back, dr, bytes);
+        mt_same(back, want, bytes, what);
+        mt_put(dr, hr, bytes);
+        rc = MPI_Recv(dr, 1, types[t], peer, tag + 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MT_CHECK(rc == MPI_SUCCESS, "%s, second message: %d", what, rc);
+        mt_get(back, dr, bytes);
+        mt_same(back, want, bytes, what);
+        MPI_Type_free(&types[t]);
+    }
+    mt_devmem_free(ds);
+    mt_devmem_free(dr);
+    free(hs);
+    free(hr);
+    free(want);
+    free(back);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (mt_size >= 2 && mt_rank < 2) {
+        small_blocking(1 - mt_rank);
         truncation();
         mrecv_error_comm();
         many_small();
         default_stream_order();
     }
+    small_blocking(mt_rank);
     self_messages();
     return mt_finish("regress_test");
 }
