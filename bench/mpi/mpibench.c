@@ -625,9 +625,9 @@ int main(int argc, char **argv)
                (long long)gdte_mpi_counter("fragments"));
     if (rank == 0 && gdte_mpi_counter && gdte_mpi_counter("node_sends") > 0)
         printf("gdte node path: %lld sends, %lld of them detached by the sender, %lld small ones to a peer on "
-               "another GPU\n",
+               "another GPU, %lld to one on this GPU under MPS\n",
                (long long)gdte_mpi_counter("node_sends"), (long long)gdte_mpi_counter("node_detached"),
-               (long long)gdte_mpi_counter("node_other_gpu"));
+               (long long)gdte_mpi_counter("node_other_gpu"), (long long)gdte_mpi_counter("node_mps"));
     if (csv) fclose(csv);
     /* The peer has unmapped our buffer before we free it. Both ranks or neither reach the
      * barrier: raw_mine exists on both when the baseline was tried, raw_peer only where the

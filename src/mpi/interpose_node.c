@@ -176,7 +176,8 @@ static gdte_gpu_event_t node_ev_app, node_ev_send;
 static int64_t detach_ns = DETACH_NS; /* GDTETEST_NODE_DETACH_US: tests and measurements */
 static int send_packed; /* GDTETEST_NODE_PACKED: irregular layouts go as packed copies (tests) */
 static int other_gpu_all; /* GDTETEST_NODE_OTHER_GPU: every other peer counts as on another GPU (tests) */
-static int mps_test;      /* GDTETEST_NODE_MPS: every peer and this process count as MPS clients (tests) */
+static int mps_test;      /* GDTETEST_NODE_MPS=1: every peer and this process count as MPS clients, =0: none
+                           * does (tests) */
 /* GDTETEST_NODE_BATCH=0: every receive's copy launched on its own (measurements). */
 static int node_batch = 1;
 
@@ -487,8 +488,9 @@ static int other_gpu(int w)
 static int no_switch(int w)
 {
     if (!peer_slots[w]) return 0;
-    if (mps_test) return 1;
+    if (mps_test > 0) return 1;
     if (other_gpu(w)) return 1;
+    if (mps_test < 0) return 0;
     uint64_t a = atomic_load_explicit(&my_slots[GPU_WORD].word, memory_order_relaxed);
     uint64_t b = atomic_load_explicit(&peer_slots[w][GPU_WORD].word, memory_order_relaxed);
     return (a & b & MPS_BIT) != 0;
@@ -587,7 +589,7 @@ int gdte_ipo_node_init(void)
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
     send_packed = getenv("GDTETEST_NODE_PACKED") && atoi(getenv("GDTETEST_NODE_PACKED"));
     other_gpu_all = getenv("GDTETEST_NODE_OTHER_GPU") && atoi(getenv("GDTETEST_NODE_OTHER_GPU"));
-    mps_test = getenv("GDTETEST_NODE_MPS") && atoi(getenv("GDTETEST_NODE_MPS"));
+    mps_test = getenv("GDTETEST_NODE_MPS") ? (atoi(getenv("GDTETEST_NODE_MPS")) ? 1 : -1) : 0;
     if (getenv("GDTETEST_CE_MAX") || getenv("GDTETEST_CE_ROWS"))
         gdte_xfer_set_ce_bounds(getenv("GDTETEST_CE_MAX") ? atoll(getenv("GDTETEST_CE_MAX")) : 0,
                                 getenv("GDTETEST_CE_ROWS") ? atoll(getenv("GDTETEST_CE_ROWS")) : 0);
@@ -1558,7 +1560,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     int pack = other ? PACK_SPARSE : PACK_NONE;
     if (ipc_min) {
         if (nbytes < ipc_min) return 0;
-    } else if ((fake ? other_gpu_all || mps_test : gdte_gpu_available()) &&
+    } else if ((fake ? other_gpu_all || mps_test > 0 : gdte_gpu_available()) &&
                gdte_xfer_copy_engine_shape(type, count, nbytes)) {
         /* A message the copy engines would move through host memory to a peer on this GPU; to
          * one on another GPU, or whose context MPS shares with ours, a packed copy in device

@@ -412,8 +412,13 @@ void gdte_ipo_node_progress(void)
         gdte_ipo_node_frag_defer(NULL);
         gdte_ipo_defer_errh = 0;
     }
-    pthread_mutex_unlock(&req_lock);
+    /* The batch's copies are launched and synchronized before the table's lock goes: the
+     * records finished ahead above read as unpacked from then on, and the thread that owns one
+     * (MPI_THREAD_MULTIPLE) claims it under this lock. Released first, the owner returned the
+     * receive to its application before the copy into its buffer had even been launched
+     * (threads_test --big on an H200: stale and poison values in every run). */
     if (batched) gdte_ipo_node_batch_end();
+    pthread_mutex_unlock(&req_lock);
 }
 
 /* A receive whose fragmented message is still arriving: complete for the MPI, not yet for the

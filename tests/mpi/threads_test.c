@@ -6,20 +6,26 @@
  * Testsome, Waitsome, Test); every result is checked against the same run on host buffers,
  * and against the data the peer thread sent. (The MPI recycles request handles between
  * threads: a record looked up by a handle value the MPI had already freed once corrupted a
- * few rounds in a hundred.)
+ * few rounds in a hundred.) With --big the vectors are 160 KB: device messages within a node go
+ * GPU to GPU, and a receive one thread's progress pass finished ahead for another was returned
+ * to that thread before its batched copy had run (stale and poison values in every run on an
+ * H200 until the pass kept the table locked through the batch's synchronization).
  */
 #include <pthread.h>
 #include "mpitest.h"
 
 #define THREADS 4
-#define ROUNDS 240
-#define N 300 /* ints in the vector's footprint */
+static int ROUNDS = 240; /* 60 with --big */
+#define NMAX 60000 /* ints in the largest vector's footprint */
 
-static MPI_Datatype vec; /* 100 blocks of 2 ints, stride 3 */
+/* 100 blocks of 2 ints, stride 3 (800 bytes); with --big 20000 blocks (160 KB: past what the
+ * copy engines take alone, so that device messages within a node go GPU to GPU). */
+static MPI_Datatype vec;
+static int N = 300; /* ints in the vector's footprint */
 
 typedef struct {
     int tid, dev;
-    int result[N];
+    int result[NMAX];
     int bad;
 } targ_t;
 
@@ -77,7 +83,7 @@ static void *worker(void *p)
             if (r[i] != want) a->bad++;
         }
     }
-    memcpy(a->result, r, sizeof a->result);
+    memcpy(a->result, r, sizeof(int) * (size_t)N);
     mt_free(a->dev, s);
     mt_free(a->dev, r);
     return NULL;
@@ -100,7 +106,11 @@ int main(int argc, char **argv)
     int provided = mt_init_thread(&argc, &argv, MPI_THREAD_MULTIPLE);
     MT_CHECK(provided == MPI_THREAD_MULTIPLE, "provided thread level %d, want MPI_THREAD_MULTIPLE", provided);
     if (provided != MPI_THREAD_MULTIPLE || mt_size < 2 || mt_rank >= 2) return mt_finish("threads_test");
-    MPI_Type_vector(100, 2, 3, MPI_INT, &vec);
+    int big = argc > 1 && !strcmp(argv[argc - 1], "--big");
+    N = big ? NMAX : 300;
+    ROUNDS = big ? 60 : 240;
+    if (big && mt_rank == 0) printf("threads_test: vectors of %d bytes\n", N / 3 * 2 * (int)sizeof(int));
+    MPI_Type_vector(N / 3, 2, 3, MPI_INT, &vec);
     MPI_Type_commit(&vec);
     static targ_t dev_args[THREADS], host_args[THREADS];
     mt_phase_t ph = mt_phase_begin(1);
@@ -110,7 +120,7 @@ int main(int argc, char **argv)
     for (int t = 0; t < THREADS; t++) {
         MT_CHECK(dev_args[t].bad == 0, "thread %d: %d wrong ints on device buffers", t, dev_args[t].bad);
         MT_CHECK(host_args[t].bad == 0, "thread %d: %d wrong ints on host buffers", t, host_args[t].bad);
-        mt_same(dev_args[t].result, host_args[t].result, sizeof dev_args[t].result, "thread result");
+        mt_same(dev_args[t].result, host_args[t].result, sizeof(int) * (size_t)N, "thread result");
     }
     MT_CHECK(mt_counter("requests_live") <= 0, "requests left: %lld", (long long)mt_counter("requests_live"));
     MPI_Type_free(&vec);
