@@ -22,7 +22,14 @@ BUILD=${DEVICE_BUILD_DIR:-build-device}
 JOBS=${DEVICE_JOBS:-$(nproc)}
 DEFAULT_SECTIONS="build gpu_tests sanitizers bench_memquery bench_pack"
 SECTIONS=${DEVICE_SECTIONS:-$DEFAULT_SECTIONS}
-export GDTETEST_COMMIT=${GDTETEST_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# The commit recorded in CSVs and logs: pass GDTETEST_COMMIT from the checkout the tree came from.
+# Without it, HEAD here, marked "+dirty" when the tracked files differ from it (the GPU machine's
+# copy of .git may lag the working tree it was given).
+if [ -z "${GDTETEST_COMMIT:-}" ]; then
+  GDTETEST_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git diff --quiet HEAD 2>/dev/null || GDTETEST_COMMIT="$GDTETEST_COMMIT+dirty"
+fi
+export GDTETEST_COMMIT
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 BUILD_OK=0
