@@ -1998,7 +1998,22 @@ typedef struct queued_fin {
     uint64_t word;
     int peer, fin_tag, detached;
     gdte_type_h pinned; /* a plan pinned for the copy (retained), unpinned once it is done */
+    struct fake_copy *fc; /* the fake device: the copy itself, done at the batch's end */
 } queued_fin_t;
+/* The fake device copies at once where a GPU queues the copy and runs it later; in a batch it
+ * defers the copy to the batch's end as a GPU's runs then, so that CI sees the same order of
+ * copies and completions as the device (a receive visible as complete before its copy ran is a
+ * defect CI can catch: threads_test --big). */
+typedef struct fake_copy {
+    mark_t mk;
+    node_lay_t lay;
+    int has_lay;
+    int64_t n;
+    void *user;
+    int count;
+    gdte_type_h type; /* retained */
+} fake_copy_t;
+static _Thread_local fake_copy_t *fake_pending; /* set by pull, taken by the batch record */
 static _Thread_local int batch_depth;
 static _Thread_local queued_fin_t *batch;
 static _Thread_local int batch_n, batch_cap;
@@ -2076,8 +2091,23 @@ void gdte_ipo_node_batch_end(void)
     int64_t t = prof_t0();
     gdte_stage_t *scratch = NULL;
     gdte_status_t st = dfr_n ? deferred_launch(&scratch) : GDTE_OK;
-    gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
-    if (st == GDTE_OK) st = s2;
+    if (fake_mode) {
+        for (int i = 0; i < batch_n; i++) {
+            fake_copy_t *fc = batch[i].fc;
+            if (!fc) continue;
+            void *tmp = malloc((size_t)fc->n);
+            gdte_status_t s1 = tmp ? fake_read(&fc->mk, fc->has_lay ? &fc->lay : NULL, tmp, fc->n) : GDTE_ERR_NO_MEMORY;
+            if (s1 == GDTE_OK) s1 = gdte_xfer_unpack_from_host(tmp, 0, fc->n, fc->user, fc->count, fc->type, 1);
+            if (st == GDTE_OK) st = s1;
+            free(tmp);
+            gdte_type_release(fc->type);
+            free(fc);
+            batch[i].fc = NULL;
+        }
+    } else {
+        gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
+        if (st == GDTE_OK) st = s2;
+    }
     if (st != GDTE_OK) gdte_error("node path: copies from peers failed: %s", gdte_status_string(st));
     if (scratch) gdte_stage_release(scratch);
     prof_add(P_BATCH_SYNC, t);
@@ -2299,6 +2329,20 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
     gdte_status_t st;
     if (mk->shape == SHAPE_UNITS && (!lay || !lay_usable(lay, mk->nbytes))) return GDTE_ERR_INTERNAL;
     if (fake_mode && kind != GDTE_IPO_DEVICE) {
+        if (kind == GDTE_IPO_FAKE && batch_depth) {
+            fake_copy_t *fc = calloc(1, sizeof *fc);
+            if (!fc) return GDTE_ERR_NO_MEMORY;
+            fc->mk = *mk;
+            if (lay) fc->lay = *lay, fc->has_lay = 1;
+            fc->n = n;
+            fc->user = user;
+            fc->count = count;
+            gdte_type_retain(type);
+            fc->type = type;
+            fake_pending = fc;
+            *queued = 1;
+            return GDTE_OK;
+        }
         /* Host memory on both sides (the fake device, or a host receive): read, then unpack. */
         void *tmp = malloc((size_t)n);
         if (!tmp) return GDTE_ERR_NO_MEMORY;
@@ -2777,14 +2821,15 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
         /* Room for its record in the batch first (only device receives are queued); with none,
          * this receive is copied outside it. */
         int depth = batch_depth;
-        if (batch_depth && kind == GDTE_IPO_DEVICE && batch_n == batch_cap &&
+        if (batch_depth && (kind == GDTE_IPO_DEVICE || kind == GDTE_IPO_FAKE) && batch_n == batch_cap &&
             !batch_grow((void **)&batch, &batch_cap, sizeof *batch))
             batch_depth = 0;
         if (s == GDTE_OK) s = pull(&at, lay, w, n, user, count, type, kind, &queued, &pinned);
         batch_depth = depth;
         prof_add(P_RECV_PULL, t);
         if (queued) {
-            batch[batch_n++] = (queued_fin_t){sl, mk.word, w, mk.fin_tag, detached, pinned};
+            batch[batch_n++] = (queued_fin_t){sl, mk.word, w, mk.fin_tag, detached, pinned, fake_pending};
+            fake_pending = NULL;
         } else {
             /* The sender waits for this whatever happened here. */
             if (sl) finish_word(sl, mk.word, w, mk.fin_tag, detached);
