@@ -2104,7 +2104,9 @@ void gdte_ipo_node_batch_end(void)
             free(fc);
             batch[i].fc = NULL;
         }
-    } else {
+    }
+    /* GPU copies of the batch (a process may hold real device buffers beside fake ones). */
+    if (!fake_mode || atomic_load_explicit(&node_stream, memory_order_acquire)) {
         gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
         if (st == GDTE_OK) st = s2;
     }
@@ -2329,9 +2331,9 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
     gdte_status_t st;
     if (mk->shape == SHAPE_UNITS && (!lay || !lay_usable(lay, mk->nbytes))) return GDTE_ERR_INTERNAL;
     if (fake_mode && kind != GDTE_IPO_DEVICE) {
-        if (kind == GDTE_IPO_FAKE && batch_depth) {
-            fake_copy_t *fc = calloc(1, sizeof *fc);
-            if (!fc) return GDTE_ERR_NO_MEMORY;
+        fake_copy_t *fc = kind == GDTE_IPO_FAKE && batch_depth ? calloc(1, sizeof *fc) : NULL;
+        if (fc) {
+            /* Copied at the batch's end (an error then is logged, as a GPU batch's is). */
             fc->mk = *mk;
             if (lay) fc->lay = *lay, fc->has_lay = 1;
             fc->n = n;

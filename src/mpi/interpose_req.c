@@ -626,42 +626,60 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
         }
     }
     MPI_Status st;
-    const int was_unpacked = r->unpacked;
     int rc = IPO_NEXT(Request_get_status)(req, flag, &st);
     /* Complete means the data is in the user's buffer, although the request lives on until a
      * wait or test frees it: unpack now, once. */
     if (*flag && !r->unpacked && r->finish) {
-        /* A nonblocking collective or reduction: its unpack or copy back, once. */
+        /* A nonblocking collective or reduction (progress passes leave these alone): its unpack
+         * or copy back, once. */
         int erc = r->finish(r, &st, rc);
         r->unpacked = 1;
         r->fixed_st = st;
         r->fixed_rc = rc != MPI_SUCCESS ? rc : erc;
         if (rc == MPI_SUCCESS) rc = erc;
-    } else if (*flag && !r->unpacked) {
+    } else if (*flag && r->is_recv && !r->finish) {
+        /* A receive: whether it is unpacked is read under the table's lock. Another thread's
+         * progress pass may be finishing it ahead; it holds the lock until its batched copies
+         * are done, so a record read as unpacked here has its data in the buffer, and one read
+         * as not unpacked is finished here, once. */
         int eclass = MPI_SUCCESS;
         if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &eclass);
-        if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
-            /* A fragmented message only starts here (as in the progress pass). Under the table's
-             * lock, as there, so the handler of an error runs after it is released (a handler
-             * may call MPI); the completion call reports the error again. */
-            pthread_mutex_lock(&req_lock);
+        pthread_mutex_lock(&req_lock);
+        if (!r->unpacked && r->node_frag) {
+            /* Another thread started its fragmented message since the check above (the marker's
+             * landing may hold fragments by now: it must not be read as a marker again). */
+            const int pending = !gdte_ipo_node_frag_progress(r, 0);
+            pthread_mutex_unlock(&req_lock);
+            if (pending) {
+                *flag = 0;
+                return MPI_SUCCESS;
+            }
+            st = r->fixed_st;
+        } else if (r->unpacked) {
+            /* Finished earlier (a progress pass): the status it stated, not the marker's. */
+            st = r->fixed_st;
+            pthread_mutex_unlock(&req_lock);
+        } else if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE) {
+            /* A fragmented message only starts here (as in the progress pass). The handler of
+             * an error runs after the lock is released (a handler may call MPI); the completion
+             * call reports the error again. */
             gdte_ipo_defer_errh = 1;
             gdte_ipo_node_frag_defer(&r->node_frag);
             int erc = finish_ahead(r, &st, "MPI_Request_get_status");
             gdte_ipo_node_frag_defer(NULL);
             gdte_ipo_defer_errh = 0;
             MPI_Comm ec = r->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : r->comm;
+            const int pending = r->node_frag && !r->unpacked;
             pthread_mutex_unlock(&req_lock);
             if (erc != MPI_SUCCESS) PMPI_Comm_call_errhandler(ec, erc);
-            if (r->node_frag && !r->unpacked) {
+            if (pending) {
                 *flag = 0;
                 return MPI_SUCCESS;
             }
             if (rc == MPI_SUCCESS) rc = erc;
+        } else {
+            pthread_mutex_unlock(&req_lock);
         }
-    } else if (*flag && was_unpacked && r->is_recv) {
-        /* Finished earlier (a progress pass): the status it stated, not the marker's. */
-        st = r->fixed_st;
     }
     if (status != MPI_STATUS_IGNORE) *status = st;
     return rc;
