@@ -1993,13 +1993,6 @@ static gdte_status_t fake_read(const mark_t *mk, const node_lay_t *lay, void *ds
 /* Receives finished in one pass of node progress: their copies are queued on node_stream and
  * synchronized once (gdte_ipo_node_batch_end), then their words marked DONE and their FINs
  * sent. A window of messages then costs one synchronization, not one per message. */
-typedef struct queued_fin {
-    slot_t *sl;
-    uint64_t word;
-    int peer, fin_tag, detached;
-    gdte_type_h pinned; /* a plan pinned for the copy (retained), unpinned once it is done */
-    struct fake_copy *fc; /* the fake device: the copy itself, done at the batch's end */
-} queued_fin_t;
 /* The fake device copies at once where a GPU queues the copy and runs it later; in a batch it
  * defers the copy to the batch's end as a GPU's runs then, so that CI sees the same order of
  * copies and completions as the device (a receive visible as complete before its copy ran is a
@@ -2011,9 +2004,16 @@ typedef struct fake_copy {
     int64_t n;
     void *user;
     int count;
-    gdte_type_h type; /* retained */
+    gdte_type_h type; /* retained; NULL: no fake copy */
 } fake_copy_t;
-static _Thread_local fake_copy_t *fake_pending; /* set by pull, taken by the batch record */
+typedef struct queued_fin {
+    slot_t *sl;
+    uint64_t word;
+    int peer, fin_tag, detached;
+    gdte_type_h pinned; /* a plan pinned for the copy (retained), unpinned once it is done */
+    fake_copy_t fc;     /* the fake device: the copy itself, done at the batch's end */
+} queued_fin_t;
+static _Thread_local fake_copy_t fake_pending; /* set by pull, taken by the batch record */
 static _Thread_local int batch_depth;
 static _Thread_local queued_fin_t *batch;
 static _Thread_local int batch_n, batch_cap;
@@ -2093,16 +2093,15 @@ void gdte_ipo_node_batch_end(void)
     gdte_status_t st = dfr_n ? deferred_launch(&scratch) : GDTE_OK;
     if (fake_mode) {
         for (int i = 0; i < batch_n; i++) {
-            fake_copy_t *fc = batch[i].fc;
-            if (!fc) continue;
+            fake_copy_t *fc = &batch[i].fc;
+            if (!fc->type) continue;
             void *tmp = malloc((size_t)fc->n);
             gdte_status_t s1 = tmp ? fake_read(&fc->mk, fc->has_lay ? &fc->lay : NULL, tmp, fc->n) : GDTE_ERR_NO_MEMORY;
             if (s1 == GDTE_OK) s1 = gdte_xfer_unpack_from_host(tmp, 0, fc->n, fc->user, fc->count, fc->type, 1);
             if (st == GDTE_OK) st = s1;
             free(tmp);
             gdte_type_release(fc->type);
-            free(fc);
-            batch[i].fc = NULL;
+            fc->type = NULL;
         }
     }
     /* GPU copies of the batch (a process may hold real device buffers beside fake ones). */
@@ -2331,17 +2330,17 @@ static gdte_status_t pull(const mark_t *mk, const node_lay_t *lay, int src_world
     gdte_status_t st;
     if (mk->shape == SHAPE_UNITS && (!lay || !lay_usable(lay, mk->nbytes))) return GDTE_ERR_INTERNAL;
     if (fake_mode && kind != GDTE_IPO_DEVICE) {
-        fake_copy_t *fc = kind == GDTE_IPO_FAKE && batch_depth ? calloc(1, sizeof *fc) : NULL;
-        if (fc) {
+        if (kind == GDTE_IPO_FAKE && batch_depth) {
             /* Copied at the batch's end (an error then is logged, as a GPU batch's is). */
+            fake_copy_t *fc = &fake_pending;
             fc->mk = *mk;
-            if (lay) fc->lay = *lay, fc->has_lay = 1;
+            fc->has_lay = lay != NULL;
+            if (lay) fc->lay = *lay;
             fc->n = n;
             fc->user = user;
             fc->count = count;
             gdte_type_retain(type);
             fc->type = type;
-            fake_pending = fc;
             *queued = 1;
             return GDTE_OK;
         }
@@ -2831,7 +2830,7 @@ int gdte_ipo_node_recv_marker(MPI_Comm comm, const char *fn, void *user, int cou
         prof_add(P_RECV_PULL, t);
         if (queued) {
             batch[batch_n++] = (queued_fin_t){sl, mk.word, w, mk.fin_tag, detached, pinned, fake_pending};
-            fake_pending = NULL;
+            fake_pending.type = NULL;
         } else {
             /* The sender waits for this whatever happened here. */
             if (sl) finish_word(sl, mk.word, w, mk.fin_tag, detached);

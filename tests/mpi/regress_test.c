@@ -272,6 +272,16 @@ static void self_oracle(const void *hs, MPI_Datatype st, void *hr, MPI_Datatype 
     free(p);
 }
 
+static void free_bufs(void *ds, void *dr, int *hs, int *hr, int *want, int *back)
+{
+    mt_devmem_free(ds);
+    mt_devmem_free(dr);
+    free(hs);
+    free(hr);
+    free(want);
+    free(back);
+}
+
 static void self_messages(void)
 {
     /* ints of footprint per buffer: the strided messages carry 128 KiB, past what the interposer
@@ -334,12 +344,7 @@ static void self_messages(void)
         MPI_Type_free(&types[t][0]);
         MPI_Type_free(&types[t][1]);
     }
-    mt_devmem_free(ds);
-    mt_devmem_free(dr);
-    free(hs);
-    free(hr);
-    free(want);
-    free(back);
+    free_bufs(ds, dr, hs, hr, want, back);
 }
 
 /* Small device messages sent with a blocking MPI_Send before their receive is posted: to itself,
@@ -389,12 +394,7 @@ static void small_blocking(int peer)
         mt_same(back, want, bytes, what);
         MPI_Type_free(&types[t]);
     }
-    mt_devmem_free(ds);
-    mt_devmem_free(dr);
-    free(hs);
-    free(hr);
-    free(want);
-    free(back);
+    free_bufs(ds, dr, hs, hr, want, back);
 }
 
 int main(int argc, char **argv)
