@@ -34,8 +34,9 @@ __global__ void fill_kernel(char *dst, const char *src, size_t n)
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
-enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_H2D_2D, OP_H2D_1ROW, OP_H2D_PAGEABLE, OP_H2D_3D, OP_H2D_CONTIG2D, OP_H2D_CONTIG2D_SP, OP_D2D_2D, OP_D2D_2D_WIDE, OP_D2D_CONTIG2D_SP, OP_COUNT };
-static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel", "h2d_2d", "h2d_1row", "h2d_pageable", "h2d_3d", "h2d_contig2d", "h2d_contig2d_sp", "d2d_2d", "d2d_2d_wide", "d2d_contig2d_sp"};
+enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_H2D_2D, OP_H2D_1ROW, OP_H2D_PAGEABLE, OP_H2D_3D, OP_H2D_CONTIG2D, OP_H2D_CONTIG2D_SP, OP_D2D_2D, OP_D2D_2D_WIDE, OP_D2D_CONTIG2D_SP, OP_D2H_BATCH, OP_H2D_BATCH, OP_D2D_BATCH, OP_D2H_BATCH_CE, OP_H2D_BATCH_CE, OP_D2D_BATCH_CE, OP_H2D_B3D, OP_D2D_B3D, OP_COUNT };
+static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel", "h2d_2d", "h2d_1row", "h2d_pageable", "h2d_3d", "h2d_contig2d", "h2d_contig2d_sp", "d2d_2d", "d2d_2d_wide", "d2d_contig2d_sp", "d2h_batch", "h2d_batch", "d2d_batch", "d2h_batch_ce", "h2d_batch_ce", "d2d_batch_ce", "h2d_b3d", "d2d_b3d"};
+#define BLK 16 /* the batched ops' block: 16 bytes at a 32-byte device stride */
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -50,10 +51,11 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     int iters = 200;
-    const char *csv = NULL;
+    const char *csv = NULL, *ops = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv = argv[++i];
+        else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
     }
     if (np != 2) {
         if (!rank) fprintf(stderr, "ctxprobe: run with 2 ranks\n");
@@ -75,6 +77,12 @@ int main(int argc, char **argv)
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, rank % ndev));
     const size_t sizes[] = {1024, 16384, 32768, 65536, 262144};
+    /* The batched ops' operand lists, for the largest size. */
+    const size_t maxb = maxn / BLK;
+    void **bd = (void **)malloc(sizeof(void *) * maxb), **bs = (void **)malloc(sizeof(void *) * maxb);
+    size_t *bz = (size_t *)malloc(sizeof(size_t) * maxb), aidx = 0;
+    struct cudaMemcpy3DBatchOp *b3 = (struct cudaMemcpy3DBatchOp *)calloc(maxb, sizeof *b3);
+    for (size_t i = 0; i < maxb; i++) bz[i] = BLK;
     double *t = (double *)malloc(sizeof(double) * iters);
     FILE *f = NULL;
     if (!rank && csv) {
@@ -84,9 +92,35 @@ int main(int argc, char **argv)
     char tok = 0;
     int peer = 1 - rank;
     for (int op = 0; op < OP_COUNT; op++) {
+        if (ops) {
+            /* --ops: a comma-separated list of op names */
+            const char *q = strstr(ops, op_names[op]);
+            size_t l = strlen(op_names[op]);
+            while (q && !((q == ops || q[-1] == ',') && (q[l] == ',' || q[l] == 0))) q = strstr(q + 1, op_names[op]);
+            if (!q) continue;
+        }
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
             size_t n = sizes[si];
             if ((op == OP_NONE || op == OP_KERNEL) && si > 0) break;
+            size_t nb = n / BLK;
+            struct cudaMemcpyAttributes at;
+            memset(&at, 0, sizeof at);
+            at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+            at.flags = op >= OP_D2H_BATCH_CE ? cudaMemcpyFlagPreferOverlapWithCompute : 0;
+            for (size_t i = 0; i < nb; i++) {
+                int d2h = op == OP_D2H_BATCH || op == OP_D2H_BATCH_CE, h2d = op == OP_H2D_BATCH || op == OP_H2D_BATCH_CE;
+                bs[i] = d2h ? (void *)(d0 + 2 * BLK * i) : h2d ? (void *)(h + BLK * i) : (void *)(d0 + BLK * i);
+                bd[i] = d2h ? (void *)(h + BLK * i) : (void *)(d1 + 2 * BLK * i);
+                struct cudaMemcpy3DBatchOp *o = &b3[i];
+                o->src.type = o->dst.type = cudaMemcpyOperandTypePointer;
+                o->src.op.ptr.ptr = op == OP_H2D_B3D ? (void *)(h + (BLK + 2) * i) : (void *)(d0 + (BLK + 2) * i);
+                o->src.op.ptr.rowLength = BLK / 2 + 1;
+                o->dst.op.ptr.ptr = d1 + 2 * BLK * i;
+                o->dst.op.ptr.rowLength = BLK / 2;
+                o->extent = make_cudaExtent(BLK / 2, 2, 1);
+                o->srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+                o->flags = cudaMemcpyFlagPreferOverlapWithCompute;
+            }
             for (int it = -10; it < iters; it++) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
@@ -125,6 +159,11 @@ int main(int argc, char **argv)
                     case OP_D2D_CONTIG2D_SP:
                         CK(cudaMemcpy2DAsync(d1, n / 2, d0, n / 2 + 1, n / 2, 2, cudaMemcpyDeviceToDevice, s));
                         break;
+                    case OP_D2H_BATCH: case OP_H2D_BATCH: case OP_D2D_BATCH:
+                    case OP_D2H_BATCH_CE: case OP_H2D_BATCH_CE: case OP_D2D_BATCH_CE:
+                        CK(cudaMemcpyBatchAsync(bd, bs, bz, nb, &at, &aidx, 1, s));
+                        break;
+                    case OP_H2D_B3D: case OP_D2D_B3D: CK(cudaMemcpy3DBatchAsync(nb, b3, 0, s)); break;
                     default: break;
                     }
                     CK(cudaStreamSynchronize(s));
@@ -141,6 +180,7 @@ int main(int argc, char **argv)
     }
     if (f) fclose(f);
     free(t);
+    free(bd), free(bs), free(bz), free(b3);
     MPI_Finalize();
     return 0;
 }
