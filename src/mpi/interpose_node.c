@@ -1563,14 +1563,18 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     } else if ((fake ? other_gpu_all || mps_test > 0 : gdte_gpu_available()) &&
                gdte_xfer_copy_engine_shape(type, count, nbytes)) {
         /* A message the copy engines would move through host memory to a peer on this GPU; to
-         * one on another GPU, or whose context MPS shares with ours, a packed copy in device
-         * staging, so that the send completes at once as it would through host memory (a
-         * blocking send of a small message must not wait for its receive: send, send, receive,
-         * receive between two processes is common). */
+         * one on another GPU, or whose context MPS shares with ours, GPU to GPU. A blocking send
+         * goes as a packed copy in device staging, so that it completes at once as it would
+         * through host memory (a blocking send of a small message must not wait for its
+         * receive: send, send, receive, receive between two processes is common). A nonblocking
+         * one is read in place, as larger messages are: its request completes when the receiver
+         * has copied it (or when the sender detaches it), and the packed copy's kernel and
+         * synchronisation are saved (one H200 under MPS, a window of 64: 1 KiB contiguous 3.4-5.6
+         * us a message against 14.2 us packed, 16 KiB 4.7-5.5 against 13.0). */
         if (!no_switch(nc->world[dest])) return 0;
         if (other) gdte_ipo_cnt_g.node_other_gpu++;
         else gdte_ipo_cnt_g.node_mps++;
-        pack = PACK_ALWAYS;
+        if (!req) pack = PACK_ALWAYS;
     }
 
     int64_t t_send = prof_t0();

@@ -352,8 +352,12 @@ static void self_messages(void)
  * host memory at once (eagerly); so must the interposer, whichever way it moves them (the copy
  * engines through host memory, or GPU to GPU as a packed copy to a peer on another GPU or under
  * MPS: GDTETEST_NODE_OTHER_GPU / GDTETEST_NODE_MPS). A contiguous and two strided types, against
- * MPI_Pack / MPI_Unpack on host copies. */
-static void small_blocking(int peer)
+ * MPI_Pack / MPI_Unpack on host copies. `nb`: each send an MPI_Isend waited for at once, then a
+ * host message exchange of the pair before the receives (Open MPI completes these from host memory at once too); the
+ * interposer reads such a send in place where it goes GPU to GPU, so the wait must end without
+ * the receiver, which sits in a host message exchange of the pair (the sender detaches it: a
+ * copy of its own). */
+static void small_blocking(int peer, int nb)
 {
     enum { N = 8192 };
     MPI_Datatype types[3];
@@ -378,13 +382,32 @@ static void small_blocking(int peer)
         memcpy(want, hr, bytes);
         self_oracle(ps, types[t], want, types[t]);
         free(ps);
-        int tag = 90 + t;
-        int rc = MPI_Send(ds, 1, types[t], peer, tag, MPI_COMM_WORLD);
-        if (rc == MPI_SUCCESS) rc = MPI_Send(ds, 1, types[t], peer, tag + 10, MPI_COMM_WORLD);
+        int tag = 90 + t + 20 * nb, rc = MPI_SUCCESS;
+        const int64_t det0 = mt_counter("node_detached");
+        for (int m = 0; m < 2 && rc == MPI_SUCCESS; m++) {
+            MPI_Request q;
+            if (!nb) rc = MPI_Send(ds, 1, types[t], peer, tag + 10 * m, MPI_COMM_WORLD);
+            else if ((rc = MPI_Isend(ds, 1, types[t], peer, tag + 10 * m, MPI_COMM_WORLD, &q)) == MPI_SUCCESS)
+                rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+        }
+        if (nb && rc == MPI_SUCCESS && peer != mt_rank) {
+            /* the barrier of the pair: host tokens */
+            int a = mt_rank, b = -1;
+            rc = MPI_Sendrecv(&a, 1, MPI_INT, peer, 999, &b, 1, MPI_INT, peer, 999, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
         if (rc == MPI_SUCCESS) rc = MPI_Recv(dr, 1, types[t], peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        char what[96];
-        snprintf(what, sizeof what, "blocking sends first to %s, type %d", peer == mt_rank ? "itself" : "the peer", t);
+        char what[112];
+        snprintf(what, sizeof what, "%s sends first to %s, type %d", nb ? "nonblocking (waited)" : "blocking",
+                 peer == mt_rank ? "itself" : "the peer", t);
         MT_CHECK(rc == MPI_SUCCESS, "%s: %d", what, rc);
+        /* Where such a message goes GPU to GPU (another GPU, or MPS: the test knobs make the fake
+         * device's peers count as such), both sends went that way and completed without their
+         * receiver: detached (a nonblocking one read in place is detached when its wait outlasts
+         * the sender's patience; a blocking one is a packed copy, detached at once). */
+        const char *mps = getenv("GDTETEST_NODE_MPS"), *og = getenv("GDTETEST_NODE_OTHER_GPU");
+        if (nb && mt_expect_gdte() && ((mps && atoi(mps) > 0) || (og && atoi(og) > 0 && peer != mt_rank)))
+            MT_CHECK(mt_counter("node_detached") >= det0 + 2, "%s: node_detached %lld -> %lld, want both sends detached",
+                     what, (long long)det0, (long long)mt_counter("node_detached"));
         mt_get(back, dr, bytes);
         mt_same(back, want, bytes, what);
         mt_put(dr, hr, bytes);
@@ -402,13 +425,15 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (mt_size >= 2 && mt_rank < 2) {
-        small_blocking(1 - mt_rank);
+        small_blocking(1 - mt_rank, 0);
+        small_blocking(1 - mt_rank, 1);
         truncation();
         mrecv_error_comm();
         many_small();
         default_stream_order();
     }
-    small_blocking(mt_rank);
+    small_blocking(mt_rank, 0);
+    small_blocking(mt_rank, 1);
     self_messages();
     return mt_finish("regress_test");
 }
