@@ -180,6 +180,10 @@ static int mps_test;      /* GDTETEST_NODE_MPS=1: every peer and this process co
                            * does (tests) */
 /* GDTETEST_NODE_BATCH=0: every receive's copy launched on its own (measurements). */
 static int node_batch = 1;
+/* Sparse messages of this size and more are copied on their own, not in the batch (see
+ * BATCH_MAX); GDTETEST_NODE_BATCH_SPARSE_MAX sets it (measurements). */
+#define BATCH_MAX_SPARSE (2 << 20)
+static int64_t batch_max_sparse = BATCH_MAX_SPARSE;
 
 static int64_t now_ns(void)
 {
@@ -598,6 +602,7 @@ int gdte_ipo_node_init(void)
     if (dus) detach_ns = (int64_t)(atof(dus) * 1000);
     prof_on = getenv("GDTETEST_NODE_PROF") && atoi(getenv("GDTETEST_NODE_PROF"));
     if (getenv("GDTETEST_NODE_BATCH")) node_batch = atoi(getenv("GDTETEST_NODE_BATCH")) != 0;
+    if (getenv("GDTETEST_NODE_BATCH_SPARSE_MAX")) batch_max_sparse = atoll(getenv("GDTETEST_NODE_BATCH_SPARSE_MAX"));
     void *ub = NULL;
     int flag = 0;
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -2038,7 +2043,6 @@ static _Thread_local gdte_batch_piece_t *dfr;
  * indexed 7.79 against 9.07), at 1 MiB the batch won (vector 6.61 against 7.63, indexed 7.01
  * against 8.08: b7436c4). */
 #define BATCH_MAX (8 << 20)
-#define BATCH_MAX_SPARSE (2 << 20)
 static _Thread_local int dfr_n, dfr_cap;
 static gdte_status_t deferred_launch(gdte_stage_t **scratch_p);
 
@@ -2223,7 +2227,7 @@ static gdte_status_t defer_pull(const mark_t *mk, const node_lay_t *w, int src_w
 {
     gdte_layout_t L = *Ld;
     if (!node_batch || n != mk->nbytes || n >= BATCH_MAX || L.total != n) return GDTE_INPROGRESS;
-    if (n >= BATCH_MAX_SPARSE && (L.kind != GDTE_LAYOUT_KIND_CONTIG || mk->shape != SHAPE_CONTIG)) return GDTE_INPROGRESS;
+    if (n >= batch_max_sparse && (L.kind != GDTE_LAYOUT_KIND_CONTIG || mk->shape != SHAPE_CONTIG)) return GDTE_INPROGRESS;
     int mirror;
     if (mk->shape == SHAPE_CONTIG) {
         mirror = 0;
