@@ -263,6 +263,12 @@ int gdte_ipo_node_is_marker(MPI_Comm comm, const MPI_Status *st);
 /* Sends the node path takes (1, *rc_p set) or leaves (0). req NULL: blocking. */
 int gdte_ipo_node_send_host(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
                             MPI_Comm comm, MPI_Request *req, int *rc_p);
+/* A persistent device send (not buffered) of more than a marker's bytes to a framing peer of this
+ * node that the node path takes: set up on `r` (inserted), *req the application's request, *rc_p
+ * the MPI code; returns 1. 0: not taken (nothing changed). */
+int gdte_ipo_node_persistent_ipc_init(gdte_ipo_req_t *r, gdte_ipo_mode_t mode, const void *buf, int count,
+                                      MPI_Datatype dt, gdte_ipo_kind_t kind, int dest, int tag, MPI_Comm comm,
+                                      MPI_Request *req, int *rc_p);
 int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
                               int dest, int tag, MPI_Comm comm, MPI_Request *req, int *rc_p);
 /* A persistent send of exactly GDTE_IPO_MARK_BYTES to a framing peer: each start sends an

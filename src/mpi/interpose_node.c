@@ -144,6 +144,9 @@ static int64_t frag_min = FRAG_MIN;   /* GDTETEST_NODE_FRAG_MIN: tests */
 static int64_t drain_s = 30;          /* MPI_Finalize's wait for unanswered sends; GDTETEST_NODE_DRAIN_S: tests */
 static int64_t frag_size_test;        /* GDTETEST_NODE_FRAG_SIZE: tests (0: the pipeline's choice) */
 static int world_rank, world_size, tag_ub;
+/* Persistent sends' FIN tags (pers_tag_get): the freed ones, and the next never used. */
+static pthread_mutex_t pers_tag_lock = PTHREAD_MUTEX_INITIALIZER;
+static int *pers_free_tags, pers_nfree, pers_cap, pers_next;
 static unsigned char *peer_w; /* per world rank: a framing peer (PEER_*), or 0 */
 static int keyval = MPI_KEYVAL_INVALID;
 static int64_t ipc_min;
@@ -767,6 +770,11 @@ void gdte_ipo_node_finalize(void)
     gdte_ipo_node_on_g = 0;
     if (node_stream) gdte_gpu_stream_destroy(node_stream);
     node_stream = NULL;
+    pthread_mutex_lock(&pers_tag_lock);
+    free(pers_free_tags);
+    pers_free_tags = NULL;
+    pers_nfree = pers_cap = pers_next = 0;
+    pthread_mutex_unlock(&pers_tag_lock);
     if (node_ev_app) gdte_gpu_event_destroy(node_ev_app);
     if (node_ev_send) gdte_gpu_event_destroy(node_ev_send);
     node_ev_app = node_ev_send = NULL;
@@ -907,10 +915,18 @@ static unsigned word_state(const node_send_t *s)
     return W_STATE(atomic_load_explicit(&my_slots[s->mk.slot].word, memory_order_acquire));
 }
 
+static void send_release(node_send_t *s);
 static void send_fini(gdte_ipo_req_t *r)
 {
     node_send_t *s = r->ctx;
     r->ctx = NULL;
+    send_release(s);
+}
+
+/* The application's request of send `s` has completed (or is gone): the record goes once the
+ * receiver is done with the data. */
+static void send_release(node_send_t *s)
+{
     if (!s) return;
     pthread_mutex_lock(&send_lock);
     s->req_gone = 1;
@@ -1523,48 +1539,23 @@ static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, in
     return GDTE_OK;
 }
 
-int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
-                              int dest, int tag, MPI_Comm comm, MPI_Request *req, int *rc_p)
+/* How a device send of `nbytes` (more than a marker's) to framing peer `dest` of this node goes:
+ * PACK_* by the node path, or -1 not (the MPI_PACKED path). `nonblocking`: an MPI_Isend or a
+ * persistent send. */
+static int node_pack_mode(gdte_ipo_mode_t mode, node_comm_t *nc, int dest, gdte_type_h type, int count, int64_t nbytes,
+                          int fake, int nonblocking)
 {
-    node_comm_t *nc = comm_info(comm);
-    if (!nc || !is_peer(nc, dest)) return 0;
-    const char *fn = req ? "MPI_Isend" : "MPI_Send";
-    gdte_type_h type;
-    int64_t nbytes;
-    gdte_status_t st = gdte_ipo_type(dt, count, &type, &nbytes);
-    if (st != GDTE_OK) {
-        *rc_p = gdte_ipo_fail(comm, fn, st);
-        return 1;
-    }
-    int fake = kind == GDTE_IPO_FAKE;
-    if (nbytes == GDTE_IPO_MARK_BYTES) {
-        unsigned char bytes[GDTE_IPO_MARK_BYTES];
-        st = gdte_xfer_pack_to_host(buf, count, type, fake, bytes, 0, nbytes);
-        *rc_p = st != GDTE_OK ? gdte_ipo_fail(comm, fn, st) : send_inline(mode, nc, bytes, dest, tag, comm, req);
-        if (*rc_p == MPI_SUCCESS) {
-            /* A device message packed by gdte, its bytes inside the announcement. */
-            gdte_ipo_cnt_g.sends++;
-            gdte_ipo_cnt_g.bytes_packed += nbytes;
-        }
-        return 1;
-    }
-    if (peer_w[nc->world[dest]] == PEER_FRAG) {
-        /* Another node. Buffered sends complete without the receiver: MPI_PACKED. */
-        if (mode == GDTE_IPO_BUFFERED || nbytes < frag_min) return 0;
-        *rc_p = frag_send(mode, nc, buf, count, type, fake, nbytes, dest, tag, comm, req, fn);
-        return 1;
-    }
     /* Buffered sends complete without the receiver: they keep the MPI_PACKED path. Small
      * messages to a peer on this GPU too (the copy engines move them faster than a kernel on the
      * receiver, which would wait for a context switch), unless MPS shares the contexts. On the
      * fake device the copy-engine rule applies only where a test makes peers count as on other
      * GPUs or as MPS clients (GDTETEST_NODE_OTHER_GPU, GDTETEST_NODE_MPS). */
-    if (mode == GDTE_IPO_BUFFERED || nbytes < GDTE_IPO_MARK_BYTES) return 0;
+    if (mode == GDTE_IPO_BUFFERED || nbytes < GDTE_IPO_MARK_BYTES) return -1;
     gdte_ipo_node_gpu_note();
     const int other = other_gpu(nc->world[dest]);
     int pack = other ? PACK_SPARSE : PACK_NONE;
     if (ipc_min) {
-        if (nbytes < ipc_min) return 0;
+        if (nbytes < ipc_min) return -1;
     } else if ((fake ? other_gpu_all || mps_test > 0 : gdte_gpu_available()) &&
                gdte_xfer_copy_engine_shape(type, count, nbytes)) {
         /* A message the copy engines would move through host memory to a peer on this GPU; to
@@ -1576,22 +1567,58 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
          * has copied it (or when the sender detaches it), and the packed copy's kernel and
          * synchronisation are saved (one H200 under MPS, a window of 64: 1 KiB contiguous 3.4-5.6
          * us a message against 14.2 us packed, 16 KiB 4.7-5.5 against 13.0). */
-        if (!no_switch(nc->world[dest])) return 0;
+        if (!no_switch(nc->world[dest])) return -1;
         if (other) gdte_ipo_cnt_g.node_other_gpu++;
         else gdte_ipo_cnt_g.node_mps++;
-        if (!req) pack = PACK_ALWAYS;
+        if (!nonblocking) pack = PACK_ALWAYS;
     }
 
+    return pack;
+}
+
+/* FIN tags on fin_comm: a send's comes from its cookie, in the lower half of the tag range; a
+ * persistent send holds one of the upper half for its life (its FIN receive is the application's
+ * persistent request, started at each MPI_Start), so the two never meet. */
+static int fin_half(void) { return tag_ub > 3 ? tag_ub / 2 + 1 : 2; }
+static int fin_tag_of(uint64_t cookie) { return (int)(1 + cookie % (uint64_t)(fin_half() - 1)); }
+/* A free persistent FIN tag, or 0 when none is left. */
+static int pers_tag_get(void)
+{
+    int t = 0;
+    pthread_mutex_lock(&pers_tag_lock);
+    if (pers_nfree) t = pers_free_tags[--pers_nfree];
+    else if (fin_half() + pers_next <= tag_ub) t = fin_half() + pers_next++;
+    pthread_mutex_unlock(&pers_tag_lock);
+    return t;
+}
+static void pers_tag_put(int t)
+{
+    pthread_mutex_lock(&pers_tag_lock);
+    if (pers_nfree == pers_cap) {
+        int c = pers_cap ? 2 * pers_cap : 64;
+        int *a = realloc(pers_free_tags, sizeof *a * (size_t)c);
+        if (a) pers_free_tags = a, pers_cap = c;
+    }
+    if (pers_nfree < pers_cap) pers_free_tags[pers_nfree++] = t; /* else the tag is not reused */
+    pthread_mutex_unlock(&pers_tag_lock);
+}
+
+/* Post a device send of the node path (`pack`: PACK_*): a completion word, the shape the receiver
+ * reads, the announcement and the marker, the record on the pending list (*s_p). The FIN receive
+ * that completes the send: posted here (*fin_p) when `pers_tag` is 0, else the caller's persistent
+ * receive of FIN tag `pers_tag` (gdte_ipo_node_persistent_init). Returns MPI_SUCCESS, an MPI error
+ * (nothing left in flight), or NODE_NO_SLOT (every completion word in use: nothing was sent). */
+#define NODE_NO_SLOT (-1)
+static int node_send_post(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int count, gdte_type_h type,
+                          int fake, int64_t nbytes, int dest, int tag, MPI_Comm comm, int pack, int pers_tag,
+                          MPI_Request *fin_p, node_send_t **s_p, const char *fn)
+{
+    gdte_status_t st;
     int64_t t_send = prof_t0();
     gdte_ipo_node_sends_progress();
     prof_add(P_SEND_PROGRESS, t_send);
     node_send_t *s = send_get();
-    gdte_ipo_req_t *r = s ? gdte_ipo_req_new() : NULL;
-    if (!r) {
-        free(s);
-        *rc_p = gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
-        return 1;
-    }
+    if (!s) return gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
     mark_t *mk = &s->mk;
     pthread_mutex_lock(&send_lock);
     mk->slot = slot_top ? slot_stack[--slot_top] : -1;
@@ -1600,8 +1627,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         /* Every completion word in use (that many sends in flight): the MPI_PACKED path, which
          * the MPI orders with the markers on the same envelope. */
         free(s);
-        gdte_ipo_req_destroy(r);
-        return 0;
+        return NODE_NO_SLOT;
     }
     const void *first = NULL, *anchor = NULL;
     node_lay_t lay;
@@ -1648,7 +1674,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         mk->cookie = cookie;
         mk->nbytes = nbytes;
         mk->how = HOW_IPC;
-        mk->fin_tag = (int)(1 + cookie % (uint64_t)(tag_ub > 1 ? tag_ub - 1 : 1));
+        mk->fin_tag = pers_tag ? pers_tag : fin_tag_of(cookie);
         mk->pid = (int64_t)getpid();
         mk->addr = (uint64_t)(uintptr_t)first;
         atomic_store_explicit(&my_slots[mk->slot].word, mk->word, memory_order_release);
@@ -1659,12 +1685,13 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         s->t0 = now_ns();
     }
     /* The FIN receive is the application's request: it completes when the receiver has copied
-     * the data, or when this process detached the send (it answers itself then). */
+     * the data, or when this process detached the send (it answers itself then). A persistent
+     * send's is the application's persistent request, started by the caller. */
     MPI_Request fin = MPI_REQUEST_NULL;
     isend_t *e = NULL;
     int rc = st == GDTE_OK ? MPI_SUCCESS : gdte_ipo_fail(comm, fn, st);
     t = prof_t0();
-    if (rc == MPI_SUCCESS) rc = PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, mk->fin_tag, fin_comm, &fin);
+    if (rc == MPI_SUCCESS && !pers_tag) rc = PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, mk->fin_tag, fin_comm, &fin);
     if (rc == MPI_SUCCESS)
         rc = mk->shape == SHAPE_UNITS ? post_announcement(nc, dest, tag, cookie, nbytes, &lay, (int)sizeof lay)
                                       : post_announcement(nc, dest, tag, cookie, nbytes, NULL, 0);
@@ -1685,9 +1712,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         send_done(s);
         send_put(s);
         pthread_mutex_unlock(&send_lock);
-        gdte_ipo_req_destroy(r);
-        *rc_p = rc;
-        return 1;
+        return rc;
     }
     pthread_mutex_lock(&send_lock);
     LL_PREPEND(pending, s);
@@ -1700,8 +1725,62 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     gdte_ipo_cnt_g.bytes_packed += nbytes;
     gdte_debug("%s: %lld bytes of device data to a process of this node, GPU to GPU (%s)", fn, (long long)nbytes,
                s->stage ? "packed copy" : "user layout");
-    send_record(r, fin, kind, comm, s, send_fini, 1);
     prof_add(P_SEND, t_send);
+    *fin_p = fin;
+    *s_p = s;
+    return MPI_SUCCESS;
+}
+
+int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Datatype dt, gdte_ipo_kind_t kind,
+                              int dest, int tag, MPI_Comm comm, MPI_Request *req, int *rc_p)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc || !is_peer(nc, dest)) return 0;
+    const char *fn = req ? "MPI_Isend" : "MPI_Send";
+    gdte_type_h type;
+    int64_t nbytes;
+    gdte_status_t st = gdte_ipo_type(dt, count, &type, &nbytes);
+    if (st != GDTE_OK) {
+        *rc_p = gdte_ipo_fail(comm, fn, st);
+        return 1;
+    }
+    int fake = kind == GDTE_IPO_FAKE;
+    if (nbytes == GDTE_IPO_MARK_BYTES) {
+        unsigned char bytes[GDTE_IPO_MARK_BYTES];
+        st = gdte_xfer_pack_to_host(buf, count, type, fake, bytes, 0, nbytes);
+        *rc_p = st != GDTE_OK ? gdte_ipo_fail(comm, fn, st) : send_inline(mode, nc, bytes, dest, tag, comm, req);
+        if (*rc_p == MPI_SUCCESS) {
+            /* A device message packed by gdte, its bytes inside the announcement. */
+            gdte_ipo_cnt_g.sends++;
+            gdte_ipo_cnt_g.bytes_packed += nbytes;
+        }
+        return 1;
+    }
+    if (peer_w[nc->world[dest]] == PEER_FRAG) {
+        /* Another node. Buffered sends complete without the receiver: MPI_PACKED. */
+        if (mode == GDTE_IPO_BUFFERED || nbytes < frag_min) return 0;
+        *rc_p = frag_send(mode, nc, buf, count, type, fake, nbytes, dest, tag, comm, req, fn);
+        return 1;
+    }
+    const int pack = node_pack_mode(mode, nc, dest, type, count, nbytes, fake, req != NULL);
+    if (pack < 0) return 0;
+    gdte_ipo_req_t *r = gdte_ipo_req_new();
+    if (!r) {
+        *rc_p = gdte_ipo_fail(comm, fn, GDTE_ERR_NO_MEMORY);
+        return 1;
+    }
+    MPI_Request fin = MPI_REQUEST_NULL;
+    node_send_t *s = NULL;
+    int rc = node_send_post(mode, nc, buf, count, type, fake, nbytes, dest, tag, comm, pack, 0, &fin, &s, fn);
+    if (rc != MPI_SUCCESS) {
+        gdte_ipo_req_destroy(r);
+        /* No completion word free (that many sends in flight): the MPI_PACKED path, which the
+         * MPI orders with the markers on the same envelope. */
+        if (rc == NODE_NO_SLOT) return 0;
+        *rc_p = rc;
+        return 1;
+    }
+    send_record(r, fin, kind, comm, s, send_fini, 1);
     if (req) {
         *req = fin;
         gdte_ipo_req_insert(r);
@@ -1712,6 +1791,118 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
     rc = PMPI_Wait(&fin, MPI_STATUS_IGNORE);
     gdte_ipo_req_destroy(r);
     *rc_p = rc;
+    return 1;
+}
+
+/* ---- persistent device sends through the node path ----
+ * The application's persistent request is a persistent receive of the send's FIN, of a tag the
+ * send holds for its life (pers_tag_get). Each MPI_Start posts the message as an MPI_Isend
+ * would (node_send_post with that FIN tag: read in place, or a packed copy to another GPU where
+ * the layout is sparse), then the MPI starts the FIN receive; the start's completion (the
+ * receiver's FIN, or this process's own after a detach) releases its record. The device plan is
+ * made at init. */
+typedef struct node_pers_ipc {
+    node_comm_t *nc;
+    gdte_ipo_mode_t mode;
+    int dest, tag, pack, fin_tag, fake;
+    int64_t nbytes;
+    node_send_t *s; /* the current start's, until it completes */
+} node_pers_ipc_t;
+
+static int pers_start(gdte_ipo_req_t *r)
+{
+    node_pers_ipc_t *p = r->ctx;
+    send_release(p->s); /* a start whose completion did not run its finish (never, defensively) */
+    p->s = NULL;
+    MPI_Request none = MPI_REQUEST_NULL;
+    int64_t t0 = now_ns();
+    for (;;) {
+        int rc = node_send_post(p->mode, p->nc, r->user, r->count, r->type, p->fake, p->nbytes, p->dest, p->tag,
+                                r->comm, p->pack, p->fin_tag, &none, &p->s, "MPI_Start");
+        if (rc != NODE_NO_SLOT) return rc;
+        /* Every completion word in use: the request cannot take the MPI_PACKED path now (its
+         * handle is the FIN receive), so it waits for sends to finish, finishing receives
+         * meanwhile (a peer may be waiting for them), for at most a minute. */
+        if (now_ns() - t0 > 60 * (int64_t)1000000000) {
+            gdte_error("MPI_Start: every one of the node path's %d completion words stayed in use for a minute", SLOTS);
+            return gdte_ipo_fail(r->comm, "MPI_Start", GDTE_ERR_NO_MEMORY);
+        }
+        gdte_ipo_node_progress();
+        sched_yield();
+    }
+}
+
+static int pers_finish(gdte_ipo_req_t *r, MPI_Status *st, int rc)
+{
+    (void)st;
+    node_pers_ipc_t *p = r->ctx;
+    send_release(p->s);
+    p->s = NULL;
+    return rc;
+}
+
+static void pers_fini(gdte_ipo_req_t *r)
+{
+    node_pers_ipc_t *p = r->ctx;
+    r->ctx = NULL;
+    if (!p) return;
+    send_release(p->s);
+    pers_tag_put(p->fin_tag);
+    free(p);
+}
+
+int gdte_ipo_node_persistent_ipc_init(gdte_ipo_req_t *r, gdte_ipo_mode_t mode, const void *buf, int count,
+                                      MPI_Datatype dt, gdte_ipo_kind_t kind, int dest, int tag, MPI_Comm comm,
+                                      MPI_Request *req, int *rc_p)
+{
+    node_comm_t *nc = comm_info(comm);
+    if (!nc || !is_peer(nc, dest) || (kind != GDTE_IPO_DEVICE && kind != GDTE_IPO_FAKE)) return 0;
+    gdte_type_h type;
+    int64_t nbytes;
+    if (gdte_ipo_type(dt, count, &type, &nbytes) != GDTE_OK || nbytes <= GDTE_IPO_MARK_BYTES) return 0;
+    if (peer_w[nc->world[dest]] == PEER_FRAG) return 0; /* another node: the MPI_PACKED path */
+    const int fake = kind == GDTE_IPO_FAKE;
+    const int pack = node_pack_mode(mode, nc, dest, type, count, nbytes, fake, 1);
+    if (pack < 0) return 0;
+    int ft = pers_tag_get();
+    node_pers_ipc_t *p = ft ? calloc(1, sizeof *p) : NULL;
+    if (!p) {
+        if (ft) pers_tag_put(ft);
+        return 0;
+    }
+    int rc = PMPI_Recv_init(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, ft, fin_comm, req);
+    if (rc != MPI_SUCCESS) {
+        free(p);
+        pers_tag_put(ft);
+        *rc_p = rc;
+        return 1;
+    }
+    p->nc = nc;
+    p->mode = mode;
+    p->dest = dest;
+    p->tag = tag;
+    p->pack = pack;
+    p->fin_tag = ft;
+    p->fake = fake;
+    p->nbytes = nbytes;
+    if (!fake) (void)gdte_type_prepare_device(type); /* the plan before the first start */
+    gdte_type_retain(type);
+    r->type = type;
+    r->user = (void *)buf;
+    r->count = count;
+    r->kind = kind;
+    r->comm = comm;
+    r->dt = MPI_DATATYPE_NULL;
+    r->nbytes = nbytes;
+    r->handle = *req;
+    r->persistent = 1;
+    r->node_send = 1;
+    r->ctx = p;
+    r->start = pers_start;
+    r->finish = pers_finish;
+    r->fini = pers_fini;
+    gdte_ipo_req_insert(r);
+    *rc_p = MPI_SUCCESS;
     return 1;
 }
 

@@ -260,6 +260,15 @@ int gdte_ipo_send_init(gdte_ipo_mode_t mode, const void *buf, int count, MPI_Dat
             return MPI_SUCCESS;
         }
         if (r) gdte_ipo_req_destroy(r);
+        /* A larger one GPU to GPU, each start as an MPI_Isend through the node path would go. */
+        if (kind != GDTE_IPO_HOST && mode != GDTE_IPO_BUFFERED && (r = gdte_ipo_req_new()) != NULL) {
+            int rc = MPI_SUCCESS;
+            if (gdte_ipo_node_persistent_ipc_init(r, mode, buf, count, dt, kind, dest, tag, comm, req, &rc)) {
+                if (rc != MPI_SUCCESS) gdte_ipo_req_destroy(r);
+                return rc;
+            }
+            gdte_ipo_req_destroy(r);
+        }
     }
     if (kind == GDTE_IPO_HOST) return next_send_init(mode, buf, count, dt, dest, tag, comm, req);
     msg_t m;

@@ -420,6 +420,88 @@ static void small_blocking(int peer, int nb)
     free_bufs(ds, dr, hs, hr, want, back);
 }
 
+/* Persistent device sends in the standard, synchronous and ready modes of a strided type
+ * larger than the node path's marker, to the peer (or to itself), each request started three
+ * times with the data changed in between; received by a persistent receive of another layout
+ * of the same signature, polled with MPI_Testall. The last round frees the send request while it
+ * is active. Against MPI_Pack / MPI_Unpack on host copies. Where the node path is on, they go GPU
+ * to GPU (node_sends). (A persistent buffered send is left out: Open MPI 4.1's own, on host
+ * buffers without the interposer, delivered other bytes than the buffer's from the second start
+ * on in this test.) */
+static void persistent_modes(int peer)
+{
+    enum { N = 16384 };
+    MPI_Datatype st, rt;
+    MPI_Type_vector(N / 4, 2, 4, MPI_INT, &st); /* 32 KiB in 8-byte blocks */
+    MPI_Type_vector(N / 8, 4, 8, MPI_INT, &rt); /* the same ints in 16-byte blocks */
+    MPI_Type_commit(&st);
+    MPI_Type_commit(&rt);
+    size_t bytes = N * sizeof(int);
+    int *hs = malloc(bytes), *hr = malloc(bytes), *want = malloc(bytes), *back = malloc(bytes);
+    void *ds = mt_devmem_alloc(bytes), *dr = mt_devmem_alloc(bytes);
+    const char *ipc = getenv("GDTE_MPI_IPC");
+    /* the node path: on, and the peer on this node (GDTETEST_NODE_SPLIT makes it another) */
+    const int node = mt_expect_gdte() && !(ipc && !strcmp(ipc, "0")) && (peer == mt_rank || !getenv("GDTETEST_NODE_SPLIT"));
+    static const char *names[3] = {"Send_init", "Ssend_init", "Rsend_init"};
+    for (int mode = 0; mode < 3; mode++) {
+        MPI_Request q[2];
+        int tag = 500 + mode, rc;
+        rc = MPI_Recv_init(dr, 1, rt, peer, tag, MPI_COMM_WORLD, &q[1]);
+        if (rc == MPI_SUCCESS) {
+            if (mode == 0) rc = MPI_Send_init(ds, 1, st, peer, tag, MPI_COMM_WORLD, &q[0]);
+            else if (mode == 1) rc = MPI_Ssend_init(ds, 1, st, peer, tag, MPI_COMM_WORLD, &q[0]);
+            else rc = MPI_Rsend_init(ds, 1, st, peer, tag, MPI_COMM_WORLD, &q[0]);
+        }
+        MT_CHECK(rc == MPI_SUCCESS, "persistent %s to %s: init %d", names[mode], peer == mt_rank ? "itself" : "the peer", rc);
+        if (rc != MPI_SUCCESS) continue;
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < N; i++) hs[i] = 9000000 + 100000 * mode + 1000 * round + i + 10 * mt_rank, hr[i] = -5;
+            /* What arrives: the sender's values (the peer's, or this process's own). */
+            int *ps = malloc(bytes);
+            for (int i = 0; i < N; i++) ps[i] = 9000000 + 100000 * mode + 1000 * round + i + 10 * peer;
+            memcpy(want, hr, bytes);
+            self_oracle(ps, st, want, rt);
+            free(ps);
+            mt_put(ds, hs, bytes);
+            mt_put(dr, hr, bytes);
+            int64_t n0 = mt_counter("node_sends");
+            rc = MPI_Start(&q[1]);
+            if (rc == MPI_SUCCESS && mode == 2 && peer != mt_rank) {
+                /* A ready send needs its receive posted first: a host token from the peer says so. */
+                int a = 1, b = 0;
+                rc = MPI_Sendrecv(&a, 1, MPI_INT, peer, 997, &b, 1, MPI_INT, peer, 997, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            }
+            if (rc == MPI_SUCCESS) rc = MPI_Start(&q[0]);
+            char what[96];
+            snprintf(what, sizeof what, "persistent %s to %s, round %d", names[mode], peer == mt_rank ? "itself" : "the peer",
+                     round);
+            if (rc == MPI_SUCCESS && round == 2) {
+                /* Freed while active: the send still completes, the receive is waited for. */
+                rc = MPI_Request_free(&q[0]);
+                if (rc == MPI_SUCCESS) rc = MPI_Wait(&q[1], MPI_STATUS_IGNORE);
+            } else if (rc == MPI_SUCCESS) {
+                int flag = 0;
+                while (rc == MPI_SUCCESS && !flag) rc = MPI_Testall(2, q, &flag, MPI_STATUSES_IGNORE);
+            }
+            MT_CHECK(rc == MPI_SUCCESS, "%s: %d", what, rc);
+            if (node)
+                MT_CHECK(mt_counter("node_sends") > n0, "%s: not GPU to GPU (node_sends %lld -> %lld)", what, (long long)n0,
+                         (long long)mt_counter("node_sends"));
+            mt_get(back, dr, bytes);
+            mt_same(back, want, bytes, what);
+        }
+        MPI_Request_free(&q[1]);
+        /* The freed send of the last round has completed before the pair goes on. */
+        if (peer != mt_rank) {
+            int a = 1, b = 0;
+            MPI_Sendrecv(&a, 1, MPI_INT, peer, 996, &b, 1, MPI_INT, peer, 996, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+    }
+    MPI_Type_free(&st);
+    MPI_Type_free(&rt);
+    free_bufs(ds, dr, hs, hr, want, back);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
@@ -427,6 +509,7 @@ int main(int argc, char **argv)
     if (mt_size >= 2 && mt_rank < 2) {
         small_blocking(1 - mt_rank, 0);
         small_blocking(1 - mt_rank, 1);
+        persistent_modes(1 - mt_rank);
         truncation();
         mrecv_error_comm();
         many_small();
@@ -434,6 +517,7 @@ int main(int argc, char **argv)
     }
     small_blocking(mt_rank, 0);
     small_blocking(mt_rank, 1);
+    persistent_modes(mt_rank);
     self_messages();
     return mt_finish("regress_test");
 }
