@@ -1565,8 +1565,9 @@ static int node_pack_mode(gdte_ipo_mode_t mode, node_comm_t *nc, int dest, gdte_
          * receive: send, send, receive, receive between two processes is common). A nonblocking
          * one is read in place, as larger messages are: its request completes when the receiver
          * has copied it (or when the sender detaches it), and the packed copy's kernel and
-         * synchronisation are saved (one H200 under MPS, a window of 64: 1 KiB contiguous 3.4-5.6
-         * us a message against 14.2 us packed, 16 KiB 4.7-5.5 against 13.0). */
+         * synchronisation are saved (one H200 under MPS, a window of 64: 1 KiB contiguous 5.4-5.6
+         * us a message against 13.7 us packed, vector 4.3-4.6 against 14.0; 16 KiB contiguous
+         * 5.3-5.5 against 13.8). */
         if (!no_switch(nc->world[dest])) return -1;
         if (other) gdte_ipo_cnt_g.node_other_gpu++;
         else gdte_ipo_cnt_g.node_mps++;
