@@ -502,6 +502,77 @@ static void persistent_modes(int peer)
     free_bufs(ds, dr, hs, hr, want, back);
 }
 
+/* Persistent device sends to the peer, as outside programs use them: several started at once
+ * (MPI_Startall) and received in the reverse order of their tags; one probed first with
+ * wildcards (the status must state the message's size) and received from MPI_ANY_SOURCE; and one
+ * received into a shorter buffer (MPI_ERR_TRUNCATE for the receive, nothing written past it, the
+ * send completes). Two rounds each. */
+static void persistent_edges(int peer)
+{
+    enum { N = 8192, K = 3 };
+    MPI_Datatype st;
+    MPI_Type_vector(N / 4, 2, 4, MPI_INT, &st); /* 16 KiB of ints in 8-byte blocks */
+    MPI_Type_commit(&st);
+    const size_t bytes = N * sizeof(int), half = N / 4 * sizeof(int), pad = 256;
+    int *hs = malloc(bytes), *want = malloc(bytes), *back = malloc(bytes);
+    void *ds = mt_devmem_alloc(bytes), *dr = mt_devmem_alloc(K * half * 2 + 2 * pad);
+    MPI_Request q[K];
+    for (int k = 0; k < K; k++) MPI_Send_init(ds, 1, st, peer, 600 + k, MPI_COMM_WORLD, &q[k]);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) hs[i] = 31000000 + 10000 * round + i + 7 * mt_rank;
+        mt_put(ds, hs, bytes);
+        /* the ints a dense receive holds: every other pair of the peer's values */
+        int *ps = malloc(bytes), *expect = malloc(half * 2);
+        for (int i = 0; i < N; i++) ps[i] = 31000000 + 10000 * round + i + 7 * peer;
+        for (int i = 0, j = 0; i < N; i += 4) expect[j++] = ps[i], expect[j++] = ps[i + 1];
+        free(ps);
+        unsigned char *img = malloc(K * half * 2 + 2 * pad);
+        memset(img, 0x6B, K * half * 2 + 2 * pad);
+        mt_put(dr, img, K * half * 2 + 2 * pad);
+        int rc = MPI_Startall(K, q);
+        MT_CHECK(rc == MPI_SUCCESS, "persistent edges, round %d: Startall %d", round, rc);
+        char *base = (char *)dr + pad;
+        /* tag 602 first, dense, a whole message */
+        MPI_Status sts;
+        rc = MPI_Recv(base, (int)(half * 2 / sizeof(int)), MPI_INT, peer, 602, MPI_COMM_WORLD, &sts);
+        MT_CHECK(rc == MPI_SUCCESS, "round %d: receive of tag 602: %d", round, rc);
+        /* tag 601: probed with wildcards, then received from MPI_ANY_SOURCE */
+        int count = -1;
+        rc = MPI_Probe(MPI_ANY_SOURCE, 601, MPI_COMM_WORLD, &sts);
+        if (rc == MPI_SUCCESS) rc = MPI_Get_count(&sts, MPI_BYTE, &count);
+        MT_CHECK(rc == MPI_SUCCESS && count == (int)(half * 2) && sts.MPI_SOURCE == peer,
+                 "round %d: probe of tag 601: rc %d, %d bytes from %d (want %zu from %d)", round, rc, count,
+                 sts.MPI_SOURCE, half * 2, peer);
+        rc = MPI_Recv(base + half * 2, (int)(half * 2 / sizeof(int)), MPI_INT, MPI_ANY_SOURCE, 601, MPI_COMM_WORLD, &sts);
+        MT_CHECK(rc == MPI_SUCCESS, "round %d: receive of tag 601: %d", round, rc);
+        /* tag 600 into half the room: truncated */
+        rc = MPI_Recv(base + half * 4, (int)(half / sizeof(int)), MPI_INT, peer, 600, MPI_COMM_WORLD, &sts);
+        int cls = MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+        MT_CHECK(cls == MPI_ERR_TRUNCATE, "round %d: truncated receive of tag 600: class %d, want MPI_ERR_TRUNCATE", round, cls);
+        rc = MPI_Waitall(K, q, MPI_STATUSES_IGNORE);
+        MT_CHECK(rc == MPI_SUCCESS, "round %d: Waitall of the persistent sends: %d", round, rc);
+        unsigned char *got = malloc(K * half * 2 + 2 * pad);
+        mt_get(got, dr, K * half * 2 + 2 * pad);
+        memcpy(img + pad, expect, half * 2);
+        memcpy(img + pad + half * 2, expect, half * 2);
+        memcpy(img + pad + half * 4, expect, half); /* the truncated receive: its room only */
+        char what[64];
+        snprintf(what, sizeof what, "persistent edges, round %d", round);
+        mt_same(got, img, K * half * 2 + 2 * pad, what);
+        free(got);
+        free(img);
+        free(expect);
+    }
+    for (int k = 0; k < K; k++) MPI_Request_free(&q[k]);
+    MPI_Type_free(&st);
+    mt_devmem_free(ds);
+    mt_devmem_free(dr);
+    free(hs);
+    free(want);
+    free(back);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
@@ -510,6 +581,7 @@ int main(int argc, char **argv)
         small_blocking(1 - mt_rank, 0);
         small_blocking(1 - mt_rank, 1);
         persistent_modes(1 - mt_rank);
+        persistent_edges(1 - mt_rank);
         truncation();
         mrecv_error_comm();
         many_small();
