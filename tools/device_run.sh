@@ -668,6 +668,12 @@ section_bench_mpi() {
   # The node path (GDTE_MPI_IPC=1): device messages GPU to GPU with MPI carrying markers.
   mpibench_run plain-node "$MPI_BUILD/bench/mpi/mpibench" mpirun -x GDTE_MPI_IPC=1 \
     -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
+  # Persistent requests (mpibench --persistent: each start of a device send to the peer goes as
+  # MPI_Isend does, GPU to GPU).
+  local args_save=("${args[@]}")
+  args+=(--persistent)
+  mpibench_run plain-persistent "$MPI_BUILD/bench/mpi/mpibench" mpirun -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
+  args=("${args_save[@]}")
   # One GPU: the same under MPS (mpi=plain-mps; the raw baseline then runs under MPS too).
   if [ "$ng" -eq 1 ] && mps_start; then
     mpibench_run plain-mps "$MPI_BUILD/bench/mpi/mpibench" mpirun -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so"
