@@ -3,7 +3,8 @@
  * MULTIPLE) and its state holds up under concurrent device traffic. Four threads per rank
  * ping-pong vector-typed device buffers between ranks 0 and 1 at once, each on its own tag,
  * completing with every completion call in turn (Sendrecv, Waitall, Waitany, Testall,
- * Testsome, Waitsome, Request_get_status, Test); every result is checked against the same run
+ * Testsome, Waitsome, Request_get_status, Test, and each thread's persistent pair started with
+ * Startall); every result is checked against the same run
  * on host buffers,
  * and against the data the peer thread sent. (The MPI recycles request handles between
  * threads: a record looked up by a handle value the MPI had already freed once corrupted a
@@ -35,6 +36,10 @@ static void *worker(void *p)
     targ_t *a = p;
     int peer = 1 - mt_rank;
     int *s = mt_alloc(a->dev, N * sizeof(int)), *r = mt_alloc(a->dev, N * sizeof(int));
+    /* The thread's persistent pair, made once, started every eighth round. */
+    MPI_Request pq[2];
+    MPI_Recv_init(r, 1, vec, peer, a->tid, MPI_COMM_WORLD, &pq[0]);
+    MPI_Send_init(s, 1, vec, peer, a->tid, MPI_COMM_WORLD, &pq[1]);
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < N; i++) {
             s[i] = mt_rank * 1000000 + a->tid * 10000 + round * 100 + i % 100;
@@ -84,6 +89,10 @@ static void *worker(void *p)
             }
             MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
             break;
+        case 6:
+            MPI_Startall(2, pq);
+            MPI_Waitall(2, pq, MPI_STATUSES_IGNORE);
+            break;
         default:
             MPI_Irecv(r, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[0]);
             MPI_Isend(s, 1, vec, peer, a->tid, MPI_COMM_WORLD, &q[1]);
@@ -97,6 +106,8 @@ static void *worker(void *p)
         }
     }
     memcpy(a->result, r, sizeof(int) * (size_t)N);
+    MPI_Request_free(&pq[0]);
+    MPI_Request_free(&pq[1]);
     mt_free(a->dev, s);
     mt_free(a->dev, r);
     return NULL;
