@@ -1541,10 +1541,19 @@ static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, in
 
 /* How a device send of `nbytes` (more than a marker's) to framing peer `dest` of this node goes:
  * PACK_* by the node path, or -1 not (the MPI_PACKED path). `nonblocking`: an MPI_Isend or a
- * persistent send. */
-static int node_pack_mode(gdte_ipo_mode_t mode, node_comm_t *nc, int dest, gdte_type_h type, int count, int64_t nbytes,
-                          int fake, int nonblocking)
+ * persistent send. *ce_peer: CE_PEER_* when the message is one the copy engines would move, to a
+ * peer on another GPU or one MPS shares our context with (counted per message, by ce_count, once
+ * it is posted), else CE_PEER_NONE. */
+enum { CE_PEER_NONE, CE_PEER_OTHER_GPU, CE_PEER_MPS };
+static void ce_count(int ce_peer)
 {
+    if (ce_peer == CE_PEER_OTHER_GPU) gdte_ipo_cnt_g.node_other_gpu++;
+    else if (ce_peer == CE_PEER_MPS) gdte_ipo_cnt_g.node_mps++;
+}
+static int node_pack_mode(gdte_ipo_mode_t mode, node_comm_t *nc, int dest, gdte_type_h type, int count, int64_t nbytes,
+                          int fake, int nonblocking, int *ce_peer)
+{
+    *ce_peer = CE_PEER_NONE;
     /* Buffered sends complete without the receiver: they keep the MPI_PACKED path. Small
      * messages to a peer on this GPU too (the copy engines move them faster than a kernel on the
      * receiver, which would wait for a context switch), unless MPS shares the contexts. On the
@@ -1569,8 +1578,7 @@ static int node_pack_mode(gdte_ipo_mode_t mode, node_comm_t *nc, int dest, gdte_
          * us a message against 13.7 us packed, vector 4.3-4.6 against 14.0; 16 KiB contiguous
          * 5.3-5.5 against 13.8). */
         if (!no_switch(nc->world[dest])) return -1;
-        if (other) gdte_ipo_cnt_g.node_other_gpu++;
-        else gdte_ipo_cnt_g.node_mps++;
+        *ce_peer = other ? CE_PEER_OTHER_GPU : CE_PEER_MPS;
         if (!nonblocking) pack = PACK_ALWAYS;
     }
 
@@ -1763,7 +1771,8 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         *rc_p = frag_send(mode, nc, buf, count, type, fake, nbytes, dest, tag, comm, req, fn);
         return 1;
     }
-    const int pack = node_pack_mode(mode, nc, dest, type, count, nbytes, fake, req != NULL);
+    int ce_peer;
+    const int pack = node_pack_mode(mode, nc, dest, type, count, nbytes, fake, req != NULL, &ce_peer);
     if (pack < 0) return 0;
     gdte_ipo_req_t *r = gdte_ipo_req_new();
     if (!r) {
@@ -1781,6 +1790,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
         *rc_p = rc;
         return 1;
     }
+    ce_count(ce_peer);
     send_record(r, fin, kind, comm, s, send_fini, 1);
     if (req) {
         *req = fin;
@@ -1805,7 +1815,7 @@ int gdte_ipo_node_send_device(gdte_ipo_mode_t mode, const void *buf, int count, 
 typedef struct node_pers_ipc {
     node_comm_t *nc;
     gdte_ipo_mode_t mode;
-    int dest, tag, pack, fin_tag, fake;
+    int dest, tag, pack, fin_tag, fake, ce_peer;
     int64_t nbytes;
     node_send_t *s; /* the current start's, until it completes */
 } node_pers_ipc_t;
@@ -1820,6 +1830,7 @@ static int pers_start(gdte_ipo_req_t *r)
     for (;;) {
         int rc = node_send_post(p->mode, p->nc, r->user, r->count, r->type, p->fake, p->nbytes, p->dest, p->tag,
                                 r->comm, p->pack, p->fin_tag, &none, &p->s, "MPI_Start");
+        if (rc == MPI_SUCCESS) ce_count(p->ce_peer);
         if (rc != NODE_NO_SLOT) return rc;
         /* Every completion word in use: the request cannot take the MPI_PACKED path now (its
          * handle is the FIN receive), so it waits for sends to finish, finishing receives
@@ -1863,7 +1874,8 @@ int gdte_ipo_node_persistent_ipc_init(gdte_ipo_req_t *r, gdte_ipo_mode_t mode, c
     if (gdte_ipo_type(dt, count, &type, &nbytes) != GDTE_OK || nbytes <= GDTE_IPO_MARK_BYTES) return 0;
     if (peer_w[nc->world[dest]] == PEER_FRAG) return 0; /* another node: the MPI_PACKED path */
     const int fake = kind == GDTE_IPO_FAKE;
-    const int pack = node_pack_mode(mode, nc, dest, type, count, nbytes, fake, 1);
+    int ce_peer;
+    const int pack = node_pack_mode(mode, nc, dest, type, count, nbytes, fake, 1, &ce_peer);
     if (pack < 0) return 0;
     int ft = pers_tag_get();
     node_pers_ipc_t *p = ft ? calloc(1, sizeof *p) : NULL;
@@ -1886,6 +1898,7 @@ int gdte_ipo_node_persistent_ipc_init(gdte_ipo_req_t *r, gdte_ipo_mode_t mode, c
     p->fin_tag = ft;
     p->fake = fake;
     p->nbytes = nbytes;
+    p->ce_peer = ce_peer;
     if (!fake) (void)gdte_type_prepare_device(type); /* the plan before the first start */
     gdte_type_retain(type);
     r->type = type;
