@@ -138,6 +138,7 @@ static gdte_status_t query(const void *ptr, gdte_mem_info_t *info_p, uintptr_t *
             cached_t n = {{(uintptr_t)base, (uintptr_t)base + size, 0}, validated ? id : 0, in};
             (void)gdte_ranges_insert(&ranges, &n, GDTE_RANGES_REPLACE);
             *base_p = (uintptr_t)base;
+            *end_p = (uintptr_t)base + size;
             *id_p = n.id;
         }
     } else if (in.kind == GDTE_MEM_HOST && !validated && gdte_gpu_unmap_epoch() == epoch) {
@@ -180,6 +181,16 @@ gdte_status_t gdte_mem_query_span(const void *first, const void *last, gdte_mem_
         return GDTE_OK;
     }
     return query(last, last_p, &end, &base, &id);
+}
+
+int gdte_mem_span_one_alloc(const void *first, const void *last)
+{
+    uintptr_t end, base;
+    uint64_t id;
+    gdte_mem_info_t in;
+    if (!gdte_gpu_available() || query(first, &in, &end, &base, &id) != GDTE_OK) return 1;
+    if (in.kind != GDTE_MEM_DEVICE && in.kind != GDTE_MEM_MANAGED) return 1;
+    return (uintptr_t)last >= (uintptr_t)first && (uintptr_t)last < end;
 }
 
 void gdte_memquery_forget(const void *ptr, size_t size)

@@ -9,6 +9,11 @@
  * allocation or one pageable page (the MPI layer asks this for every message). */
 gdte_status_t gdte_mem_query_span(const void *first, const void *last, gdte_mem_info_t *first_p,
                                   gdte_mem_info_t *last_p);
+/* 1 when bytes `first` to `last` lie in one device or managed allocation, or when `first` is not
+ * GPU memory at all (nothing to split), else 0: a type may reach from one allocation into another
+ * (relative displacements between two arrays), which one kernel reads and writes well but one
+ * runtime copy, or one IPC mapping, cannot cover. */
+int gdte_mem_span_one_alloc(const void *first, const void *last);
 /* The device allocation holding `ptr`, from the same cache: its first byte and its unique id
  * (0 where the runtime has no id query). GDTE_ERR_UNSUPPORTED for managed memory (which the
  * GPU runtime's IPC cannot export), GDTE_ERR_MEMORY_KIND for other memory. */

@@ -27,6 +27,13 @@ int gdte_fake_base(const void *ptr, uintptr_t *base_p)
     return 1;
 }
 
+int gdte_fake_span_one(const void *first, const void *last)
+{
+    gdte_range_t r;
+    return gdte_ranges_find(&fake, (uintptr_t)first, &r) && (uintptr_t)last >= (uintptr_t)first &&
+           (uintptr_t)last < r.hi;
+}
+
 /** Designate [ptr, ptr+size) as fake device memory. 0 on success; -1 for a NULL or empty range,
  * one that overlaps a registered range, or no memory. */
 GDTE_IPO_EXPORT int gdte_fake_device_register(void *ptr, size_t size)

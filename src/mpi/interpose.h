@@ -72,6 +72,8 @@ gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt);
 int gdte_fake_contains(const void *ptr);
 /* 1 and the registered range's first byte when `ptr` lies in fake device memory, else 0. */
 int gdte_fake_base(const void *ptr, uintptr_t *base_p);
+/* 1 when `first` and `last` lie in one registered fake device range. */
+int gdte_fake_span_one(const void *first, const void *last);
 void gdte_fake_clear(void);
 
 /* ---- errors ---- */
@@ -116,6 +118,8 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t node_units_same;        /* receives of those in one kernel, buffer to buffer */
     _Atomic int64_t node_other_gpu;         /* small sends the copy engines would take to a peer on this
                                                process's GPU, taken GPU to GPU to one on another GPU */
+    _Atomic int64_t node_split;             /* node-path sends whose data lies in several allocations:
+                                               a packed copy the receiver reads */
     _Atomic int64_t node_mps;               /* ... and to a peer (or itself) on this GPU, MPS clients both */
     _Atomic int64_t node_sparse_packed;     /* sends of short blocks packed by the sender for a peer on another GPU */
     _Atomic int64_t node_batched;           /* receives copied by a batched kernel (one launch per pass) */

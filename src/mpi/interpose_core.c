@@ -375,6 +375,7 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"node_units_same", gdte_ipo_cnt_g.node_units_same},
         {"node_other_gpu", gdte_ipo_cnt_g.node_other_gpu},
         {"node_mps", gdte_ipo_cnt_g.node_mps},
+        {"node_split", gdte_ipo_cnt_g.node_split},
         {"node_sparse_packed", gdte_ipo_cnt_g.node_sparse_packed},
         {"node_batched", gdte_ipo_cnt_g.node_batched},
         {"node_batches", gdte_ipo_cnt_g.node_batches},

@@ -803,6 +803,19 @@ typedef struct export_ent {
 } export_ent_t;
 static export_ent_t *exports;
 
+/* 1 when the bytes `count` elements of `type` at `buf` touch lie in one allocation (see
+ * gdte_mem_span_one_alloc). */
+static int user_span_one_alloc(const void *buf, int count, gdte_type_h type, int fake)
+{
+    gdte_bounds_t b;
+    if (count <= 0 || gdte_type_bounds(type, &b) != GDTE_OK || b.true_extent <= 0) return 1;
+    int64_t rep = (int64_t)(count - 1) * b.extent;
+    uintptr_t lo = (uintptr_t)buf + (uintptr_t)(b.true_lb + (rep < 0 ? rep : 0));
+    uintptr_t hi = (uintptr_t)buf + (uintptr_t)(b.true_lb + b.true_extent - 1 + (rep > 0 ? rep : 0));
+    return fake ? gdte_fake_span_one((const void *)lo, (const void *)hi)
+                : gdte_mem_span_one_alloc((const void *)lo, (const void *)hi);
+}
+
 static gdte_status_t export_ptr(const void *p, gdte_gpu_ipc_handle_t *h, int64_t *offset, uint64_t *rbase)
 {
     void *base = NULL;
@@ -1507,6 +1520,10 @@ static gdte_status_t send_shape(const void *buf, int count, gdte_type_h type, in
     int dense = L.kind == GDTE_LAYOUT_KIND_CONTIG && L.total == nbytes;
     if (pack == PACK_ALWAYS || (pack == PACK_SPARSE && !dense && nbytes >= sparse_pack_min && sparse_type(type))) {
         if (pack == PACK_SPARSE) gdte_ipo_cnt_g.node_sparse_packed++;
+    } else if (!user_span_one_alloc(buf, count, type, fake)) {
+        /* One IPC mapping covers one allocation: data that reaches into another (a type with
+         * relative displacements between two arrays) goes as a packed copy. */
+        gdte_ipo_cnt_g.node_split++;
     } else if (dense) {
         mk->shape = SHAPE_CONTIG;
         *first = u;

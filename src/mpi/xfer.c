@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/layout.h"
 #include "gpu/gpu.h"
+#include "kernels/memquery.h"
 #include "util/util.h"
 
 #define XFER_MAX_DEPTH 64
@@ -203,6 +204,10 @@ static gdte_status_t run_copy_engine(const xfer_t *x, int unpack, void *host, in
     if (!shape) return GDTE_ERR_UNSUPPORTED;
     /* In integers: the buffer may be MPI_BOTTOM (NULL) with absolute displacements. */
     char *u = (char *)((uintptr_t)x->user + (uintptr_t)L.disp);
+    /* One runtime copy covers one allocation: blocks that reach into another (a type with
+     * relative displacements between two arrays) go by the kernel, which reads any address. */
+    int64_t span = shape == 2 ? L.stride[0] * (L.count[0] - 1) + L.blocklen : nbytes;
+    if (!x->fake && !gdte_mem_span_one_alloc(u, u + span - 1)) return GDTE_ERR_UNSUPPORTED;
     gdte_status_t st;
     gdte_stage_t *scratch = NULL;
     if (shape == 2) {

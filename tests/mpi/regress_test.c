@@ -21,7 +21,10 @@
  *    MPI_Unpack on host copies; with the node path they go GPU to GPU (node_recvs counts them);
  *  - small device messages sent with a blocking MPI_Send before their receive is posted, to
  *    itself and send, send, receive, receive between two processes: complete at once however the
- *    interposer moves them.
+ *    interposer moves them;
+ *  - a type whose blocks lie in two device allocations (relative displacements between two
+ *    arrays): on a GPU one 2-D runtime copy across both failed and the message was lost, and the
+ *    in-place read maps one allocation only (two_allocations).
  */
 #include "mpitest.h"
 
@@ -236,11 +239,16 @@ static void mrecv_error_comm(void)
     if (mt_rank == 0) {
         MT_MPI(MPI_Send(v, 4, MPI_INT, peer, 3, dup));
     } else if (mt_rank == 1) {
-        /* A device buffer of 4 ints and a type whose last element lies 4 MiB past it: gdte refuses
-         * (host and device bytes in one buffer) before the MPI touches anything. */
+        /* A device buffer of 4 ints and a type whose second block lies in host memory: gdte
+         * refuses (host and device bytes in one buffer) before the MPI touches anything. (The
+         * block was once 4 MiB past the buffer, which under compute-sanitizer's allocator is
+         * another device allocation: the message was then taken, and lost.) */
         int *d = mt_devmem_alloc(4 * sizeof(int));
+        int *h = calloc(4, sizeof(int));
         MPI_Datatype far;
-        MPI_Type_vector(2, 2, 1 << 20, MPI_INT, &far);
+        int fbl[2] = {2, 2};
+        MPI_Aint fdp[2] = {0, (MPI_Aint)((uintptr_t)h - (uintptr_t)d)};
+        MPI_Type_create_hindexed(2, fbl, fdp, MPI_INT, &far);
         MPI_Type_commit(&far);
         MPI_Message msg;
         MPI_Status st;
@@ -254,6 +262,7 @@ static void mrecv_error_comm(void)
         if (rc != MPI_SUCCESS) MT_MPI(MPI_Mrecv(v, 4, MPI_INT, &msg, &st)); /* the message is still there */
         MPI_Type_free(&far);
         mt_devmem_free(d);
+        free(h);
     }
     MPI_Errhandler_free(&eh);
     MPI_Comm_free(&dup);
@@ -582,6 +591,89 @@ static void persistent_edges(int peer)
     free(back);
 }
 
+/* A type whose blocks lie in two allocations, as relative displacements between two arrays
+ * (MPI_Get_address differences) give: three blocks, in a (2B bytes), in b (B bytes), and in a's
+ * second half, sent to `peer`, which receives the same structure over its own two allocations
+ * (each with its own displacement), and then into one dense buffer. One runtime copy, or one IPC
+ * mapping, covers one allocation: on a GPU the copy-engine path's 2-D copy across the two failed
+ * with an invalid argument and the message was lost; the in-place read would map only a's. */
+static void two_allocations(int peer)
+{
+    static const int sizes[] = {64, 4096, 65536, 1 << 20};
+    for (int si = 0; si < 4; si++)
+        for (int nblk = 2; nblk <= 3; nblk++) {
+            const int B = sizes[si];
+            char *sa = mt_devmem_alloc(2 * (size_t)B), *sb = mt_devmem_alloc((size_t)B);
+            char *ra = mt_devmem_alloc(2 * (size_t)B), *rb = mt_devmem_alloc((size_t)B);
+            char *rd = mt_devmem_alloc(3 * (size_t)B);
+            unsigned char *ha = malloc(2 * (size_t)B), *hb = malloc((size_t)B), *got = malloc(3 * (size_t)B);
+            unsigned char *wa = malloc(2 * (size_t)B), *wb = malloc((size_t)B), *wd = malloc(3 * (size_t)B);
+            /* What this rank sends, and (seeded by the sender's rank) what it receives. */
+            mt_fill(ha, 2 * (size_t)B, (unsigned)(1000 * si + 10 * nblk + mt_rank));
+            mt_fill(hb, (size_t)B, (unsigned)(1000 * si + 10 * nblk + mt_rank + 500));
+            mt_put(sa, ha, 2 * (size_t)B);
+            mt_put(sb, hb, (size_t)B);
+            mt_fill(wa, 2 * (size_t)B, (unsigned)(1000 * si + 10 * nblk + peer));
+            mt_fill(wb, (size_t)B, (unsigned)(1000 * si + 10 * nblk + peer + 500));
+            const int tail = B - 8; /* the third block: a's second half but its first 8 bytes */
+            int bl[3] = {B, B, tail};
+            MPI_Aint sd[3] = {0, (MPI_Aint)((uintptr_t)sb - (uintptr_t)sa), B + 8};
+            MPI_Aint rdp[3] = {0, (MPI_Aint)((uintptr_t)rb - (uintptr_t)ra), B + 8};
+            MPI_Datatype st, rt;
+            MPI_Type_create_hindexed(nblk, bl, sd, MPI_BYTE, &st);
+            MPI_Type_create_hindexed(nblk, bl, rdp, MPI_BYTE, &rt);
+            MPI_Type_commit(&st);
+            MPI_Type_commit(&rt);
+            const size_t n = (size_t)B * 2 + (nblk == 3 ? (size_t)tail : 0);
+            /* Expected: the peer's blocks at the same places, poison elsewhere; dense: in order. */
+            unsigned char *ea = malloc(2 * (size_t)B);
+            memset(ea, 0xA5, 2 * (size_t)B);
+            memcpy(ea, wa, (size_t)B);
+            if (nblk == 3) memcpy(ea + B + 8, wa + B + 8, (size_t)tail);
+            memcpy(wd, wa, (size_t)B);
+            memcpy(wd + B, wb, (size_t)B);
+            if (nblk == 3) memcpy(wd + 2 * (size_t)B, wa + B + 8, (size_t)tail);
+            for (int way = 0; way < 2; way++) {
+                memset(got, 0xA5, 3 * (size_t)B);
+                mt_put(ra, got, 2 * (size_t)B);
+                mt_put(rb, got, (size_t)B);
+                mt_put(rd, got, 3 * (size_t)B);
+                MPI_Request q;
+                int tag = 700 + 10 * si + 2 * nblk + way;
+                const int64_t sends0 = mt_counter("node_sends"), split0 = mt_counter("node_split");
+                MT_MPI(MPI_Isend(sa, 1, st, peer, tag, MPI_COMM_WORLD, &q));
+                /* Posted by the node path: then as a packed copy (the receiver maps one allocation). */
+                MT_CHECK(mt_counter("node_sends") == sends0 || mt_counter("node_split") > split0,
+                         "two allocations, %d blocks of %d bytes: the node path read it in place", nblk, B);
+                if (way == 0) MT_MPI(MPI_Recv(ra, 1, rt, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                else MT_MPI(MPI_Recv(rd, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+                char what[96];
+                if (way == 0) {
+                    mt_get(got, ra, 2 * (size_t)B);
+                    snprintf(what, sizeof what, "two allocations, %d blocks of %d bytes, to %d: first", nblk, B, peer);
+                    mt_same(got, ea, 2 * (size_t)B, what);
+                    mt_get(got, rb, (size_t)B);
+                    snprintf(what, sizeof what, "two allocations, %d blocks of %d bytes, to %d: second", nblk, B, peer);
+                    mt_same(got, wb, (size_t)B, what);
+                } else {
+                    mt_get(got, rd, 3 * (size_t)B);
+                    memset(wd + n, 0xA5, 3 * (size_t)B - n);
+                    snprintf(what, sizeof what, "two allocations, %d blocks of %d bytes, to %d: dense", nblk, B, peer);
+                    mt_same(got, wd, 3 * (size_t)B, what);
+                }
+            }
+            MPI_Type_free(&st);
+            MPI_Type_free(&rt);
+            mt_devmem_free(sa);
+            mt_devmem_free(sb);
+            mt_devmem_free(ra);
+            mt_devmem_free(rb);
+            mt_devmem_free(rd);
+            free(ha), free(hb), free(got), free(wa), free(wb), free(wd), free(ea);
+        }
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
@@ -595,10 +687,12 @@ int main(int argc, char **argv)
         mrecv_error_comm();
         many_small();
         default_stream_order();
+        two_allocations(1 - mt_rank); /* after many_small, which bounds the staging held */
     }
     small_blocking(mt_rank, 0);
     small_blocking(mt_rank, 1);
     persistent_modes(mt_rank);
+    two_allocations(mt_rank);
     self_messages();
     return mt_finish("regress_test");
 }
