@@ -142,8 +142,31 @@ static gdte_ipo_kind_t kind_of(const gdte_mem_info_t *mi)
     return mi->kind == GDTE_MEM_DEVICE || mi->kind == GDTE_MEM_MANAGED ? GDTE_IPO_DEVICE : GDTE_IPO_HOST;
 }
 
+/* Device memory of another GPU than the calling thread's current one: gdte's kernels run on the
+ * current GPU and reach it over the peer link, enabled here once per pair. A pair without one is
+ * refused (a kernel touching it would fault, and leave the context unusable for the rest of the
+ * run). PEER_MAX bounds the devices a node has. */
+#define PEER_MAX 64
+static _Atomic signed char peer_state[PEER_MAX][PEER_MAX]; /* 0 not asked, 1 reachable, -1 not */
+static _Thread_local int unreachable_dev = -1, unreachable_cur = -1; /* for buf_kind's message */
+static int reach_gpu(int dev)
+{
+    int cur = gdte_gpu_current_device();
+    if (cur < 0 || dev < 0 || dev == cur) return 1;
+    signed char s = -1;
+    if (cur < PEER_MAX && dev < PEER_MAX && !(s = atomic_load_explicit(&peer_state[cur][dev], memory_order_acquire))) {
+        int can = 0;
+        s = gdte_gpu_can_access_peer(cur, dev, &can) == GDTE_OK && can && gdte_gpu_enable_peer(dev) == GDTE_OK ? 1 : -1;
+        atomic_store_explicit(&peer_state[cur][dev], s, memory_order_release);
+        if (s > 0) gdte_info("device buffers of GPU %d used from GPU %d: peer access enabled", dev, cur);
+    }
+    if (s < 0) unreachable_dev = dev, unreachable_cur = cur;
+    return s > 0;
+}
+
 /* The kind of the bytes [first, last]: of the two ends (one lookup when both lie in one
- * allocation); MIXED when they differ. */
+ * allocation); MIXED when they differ, or when they are device memory the current GPU cannot
+ * reach (reach_gpu). */
 static gdte_ipo_kind_t span_kind(uintptr_t first, uintptr_t last, int gpu)
 {
     if (fake_on) {
@@ -154,7 +177,10 @@ static gdte_ipo_kind_t span_kind(uintptr_t first, uintptr_t last, int gpu)
     gdte_mem_info_t a, b;
     if (gdte_mem_query_span((const void *)first, (const void *)last, &a, &b) != GDTE_OK) return GDTE_IPO_HOST;
     gdte_ipo_kind_t ka = kind_of(&a), kb = kind_of(&b);
-    return ka == kb ? ka : GDTE_IPO_MIXED;
+    if (ka != kb) return GDTE_IPO_MIXED;
+    if (a.kind == GDTE_MEM_DEVICE && !reach_gpu(a.device)) return GDTE_IPO_MIXED;
+    if (b.kind == GDTE_MEM_DEVICE && b.device != a.device && !reach_gpu(b.device)) return GDTE_IPO_MIXED;
+    return ka;
 }
 
 /* MPI_BOTTOM with a struct of absolute addresses: its fields may lie in different allocations,
@@ -205,9 +231,15 @@ gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt)
     uintptr_t base = (uintptr_t)buf;
     uintptr_t first = base + (uintptr_t)tlb;
     uintptr_t last = base + (uintptr_t)(tlb + (MPI_Count)(count - 1) * ext + text - 1);
+    unreachable_dev = -1;
     gdte_ipo_kind_t k = span_kind(first, last, gpu);
     if (!buf && k != GDTE_IPO_MIXED) k = bottom_struct_kind(dt, k, gpu);
-    if (k == GDTE_IPO_MIXED)
+    if (k == GDTE_IPO_MIXED && unreachable_dev >= 0)
+        gdte_error("a datatype touches memory of GPU %d (first byte %p, last byte %p), which this thread's current "
+                   "GPU %d cannot reach (no peer access between them): make GPU %d current (cudaSetDevice) before "
+                   "the call",
+                   unreachable_dev, (void *)first, (void *)last, unreachable_cur, unreachable_dev);
+    else if (k == GDTE_IPO_MIXED)
         gdte_error("a datatype touches both host and device memory (first byte %p, last byte %p): gdte moves one "
                    "memory kind per buffer",
                    (void *)first, (void *)last);

@@ -80,6 +80,7 @@ static int (*mt_cuda_free)(void *);
 static int (*mt_cuda_sync)(void);
 static int (*mt_cuda_setdev)(int);
 static int mt_cuda_dev = -1; /* the GPU this rank uses (local rank mod GPUs) */
+static int mt_cuda_ndev;     /* GPUs this process sees */
 
 /* A thread of its own uses the rank's GPU too (a new thread starts on GPU 0): gdte binds its
  * streams and events to the GPU the process works on, and a thread calling MPI with device
@@ -159,6 +160,7 @@ static inline void mt_init_common(void)
         MPI_Comm_free(&node);
         mt_cuda_setdev = setdev;
         mt_cuda_dev = local % n;
+        mt_cuda_ndev = n;
         setdev(mt_cuda_dev);
     }
     if (mt_mode && (mt_fake() || mt_cuda() || !strcmp(mt_mode, "disabled"))) {

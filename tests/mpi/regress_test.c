@@ -24,7 +24,9 @@
  *    interposer moves them;
  *  - a type whose blocks lie in two device allocations (relative displacements between two
  *    arrays): on a GPU one 2-D runtime copy across both failed and the message was lost, and the
- *    in-place read maps one allocation only (two_allocations).
+ *    in-place read maps one allocation only (two_allocations);
+ *  - device buffers of another GPU than the current one (two GPUs): peer access, or a refusal,
+ *    never a kernel faulting on memory it cannot reach (other_gpu_buffers).
  */
 #include "mpitest.h"
 
@@ -674,6 +676,77 @@ static void two_allocations(int peer)
         }
 }
 
+/* Device buffers of another GPU than the one the calling thread has current (two GPUs or more;
+ * the test does nothing on one): gdte's kernels run on the current GPU, so it enables peer
+ * access (or, without a link, refuses with MPI_ERR_BUFFER); a kernel touching another GPU's
+ * memory without it faulted and left the context unusable. Sent and received with a vector (a
+ * kernel each side), an indexed type and a dense one, to `peer`, against MPI_Pack/MPI_Unpack on
+ * host copies; and MPI_Pack from such a buffer. */
+static void other_gpu_buffers(int peer)
+{
+    if (!mt_cuda() || mt_cuda_ndev < 2) return;
+    int (*can_peer)(int *, int, int) = (int (*)(int *, int, int))dlsym(RTLD_DEFAULT, "cudaDeviceCanAccessPeer");
+    const int other = (mt_cuda_dev + 1) % mt_cuda_ndev;
+    int can = 0;
+    MT_CHECK(can_peer && can_peer(&can, mt_cuda_dev, other) == 0, "cudaDeviceCanAccessPeer");
+    enum { N = 1 << 16 }; /* ints of footprint */
+    const size_t bytes = N * sizeof(int);
+    MPI_Datatype types[3];
+    int bl[48], dp[48];
+    MPI_Type_vector(N / 4, 3, 4, MPI_INT, &types[0]);
+    for (int i = 0; i < 48; i++) bl[i] = 1 + (i * 7) % 300, dp[i] = i * 1300 + (i * 31) % 97;
+    MPI_Type_indexed(48, bl, dp, MPI_INT, &types[1]);
+    MPI_Type_contiguous(N / 2, MPI_INT, &types[2]);
+    mt_cuda_setdev(other);
+    int *ds = mt_devmem_alloc(bytes), *dr = mt_devmem_alloc(bytes);
+    mt_cuda_setdev(mt_cuda_dev);
+    int *hs = malloc(bytes), *hr = malloc(bytes), *want = malloc(bytes), *back = malloc(bytes), *theirs = malloc(bytes);
+    for (int t = 0; t < 3; t++) {
+        MPI_Type_commit(&types[t]);
+        for (int i = 0; i < N; i++) hs[i] = 1000000 * t + 10 * i + mt_rank, theirs[i] = 1000000 * t + 10 * i + peer,
+                                    hr[i] = -7;
+        mt_put(ds, hs, bytes);
+        mt_put(dr, hr, bytes);
+        memcpy(want, hr, bytes);
+        self_oracle(theirs, types[t], want, types[t]);
+        MPI_Request q;
+        int rc = MPI_Isend(ds, 1, types[t], peer, 900 + t, MPI_COMM_WORLD, &q);
+        if (rc == MPI_SUCCESS) {
+            int rr = MPI_Recv(dr, 1, types[t], peer, 900 + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            int rw = MPI_Wait(&q, MPI_STATUS_IGNORE);
+            rc = rr != MPI_SUCCESS ? rr : rw;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "type %d between buffers of GPU %d, GPU %d current", t, other, mt_cuda_dev);
+        if (!can) {
+            int cls = -1;
+            MPI_Error_class(rc, &cls);
+            MT_CHECK(cls == MPI_ERR_BUFFER, "%s, no peer access: error class %d, want MPI_ERR_BUFFER", what, cls);
+            continue;
+        }
+        MT_CHECK(rc == MPI_SUCCESS, "%s: %d", what, rc);
+        mt_get(back, dr, bytes);
+        mt_same(back, want, bytes, what);
+        /* MPI_Pack from that GPU's memory into host memory: the bytes MPI_Pack gives on a host copy. */
+        int sz = 0, pos = 0, hpos = 0;
+        MPI_Pack_size(1, types[t], MPI_COMM_WORLD, &sz);
+        char *p = malloc((size_t)sz), *hp = malloc((size_t)sz);
+        MT_MPI(MPI_Pack(ds, 1, types[t], p, sz, &pos, MPI_COMM_WORLD));
+        MPI_Pack(hs, 1, types[t], hp, sz, &hpos, MPI_COMM_WORLD);
+        MT_CHECK(pos == hpos, "%s: MPI_Pack position %d, want %d", what, pos, hpos);
+        snprintf(what, sizeof what, "MPI_Pack of type %d from GPU %d, GPU %d current", t, other, mt_cuda_dev);
+        mt_same(p, hp, (size_t)sz, what);
+        free(p);
+        free(hp);
+    }
+    for (int t = 0; t < 3; t++) MPI_Type_free(&types[t]);
+    mt_cuda_setdev(other);
+    mt_devmem_free(ds);
+    mt_devmem_free(dr);
+    mt_cuda_setdev(mt_cuda_dev);
+    free(hs), free(hr), free(want), free(back), free(theirs);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
@@ -688,11 +761,13 @@ int main(int argc, char **argv)
         many_small();
         default_stream_order();
         two_allocations(1 - mt_rank); /* after many_small, which bounds the staging held */
+        other_gpu_buffers(1 - mt_rank);
     }
     small_blocking(mt_rank, 0);
     small_blocking(mt_rank, 1);
     persistent_modes(mt_rank);
     two_allocations(mt_rank);
+    other_gpu_buffers(mt_rank);
     self_messages();
     return mt_finish("regress_test");
 }
