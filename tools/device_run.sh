@@ -453,11 +453,16 @@ section_mpi() {
 # interposer, every pairing of host and device buffers: DEVICE_MPI_RANDOM_CASES cases (default
 # 8000: about 2000 per pairing), two seeds, the second with small fragments.
 # The MPI GPU tests over the MPI_PACKED path (GDTE_MPI_IPC=0); section mpi runs them at the
-# default, which is the node path on one node.
+# default, which is the node path on one node. Left out: the tests that assert the node path
+# carried their collectives, reductions or windows (`_node_`, `node_window`), and exotic_test,
+# whose MPI_C_LONG_DOUBLE_COMPLEX receives past the eager size abort inside this machine's Open
+# MPI 4.1.6 whoever sends them, host-only programs without gdte included (docs/RELIABILITY.md;
+# at the default, the node path, exotic_test passes in section mpi).
 section_mpi_node() {
   mpi_build || return
   local log="$OUT/mpi_node.log" res rc
-  (cd "$MPI_BUILD" && GDTE_MPI_IPC=0 ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-120}") >"$log" 2>&1
+  (cd "$MPI_BUILD" && GDTE_MPI_IPC=0 ctest -L mpi_gpu -E "_node_|node_window|exotic" --output-on-failure \
+     --timeout "${DEVICE_MPI_TIMEOUT:-120}") >"$log" 2>&1
   rc=$?
   res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
   [ $rc -eq 0 ] && record mpi_packed ok "GDTE_MPI_IPC=0: $res" || record mpi_packed FAIL "GDTE_MPI_IPC=0: $res"
@@ -879,6 +884,33 @@ section_gpuompi_check() {
   done
 }
 # ==== end of GPU-aware Open MPI check ============================================================
+
+# The machine's own Open MPI alone (host buffers, nothing of gdte's): tools/ompi_ldc_probe.c,
+# 32-, 16- and 20-byte elements received through a vector of stride 2, sent as MPI_PACKED,
+# as contiguous elements and as bytes, below and past the eager size, with the shared-memory
+# single copy on and off (docs/RELIABILITY.md). Log: $OUT/ompi_probe.log.
+section_ompi_probe() {
+  local log="$OUT/ompi_probe.log" exe=build-ompi-probe/ompi_ldc_probe mca el how n line aborts=0 bad=0 runs=0
+  mkdir -p build-ompi-probe
+  if command -v mpicc >/dev/null; then mpicc -O2 -o "$exe" tools/ompi_ldc_probe.c
+  else gcc -O2 -I.deps/mpi/include -o "$exe" tools/ompi_ldc_probe.c -lmpi; fi >"$log" 2>&1 ||
+    { record ompi_probe FAIL "compile failed, see ompi_probe.log"; return; }
+  echo "== $(date -u +%FT%TZ) $(mpirun --version 2>&1 | head -1)" >>"$log"
+  for mca in "" "--mca btl_vader_single_copy_mechanism none"; do
+    for el in ldc ld ldi; do
+      for how in 0 1 2; do
+        for n in 12 200 1000 18000; do
+          line=$(timeout 30 mpirun -np 2 --oversubscribe --bind-to none $mca "$exe" $how $n $el 2>&1 |
+                 grep -E "bad elements|buffer overflow" | head -1)
+          echo "mca[${mca:-default}] el $el how $how n $n: ${line:-no result}" >>"$log"
+          runs=$((runs + 1))
+          case "$line" in *overflow*) aborts=$((aborts + 1)) ;; *" 0 bad"*) ;; *) bad=$((bad + 1)) ;; esac
+        done
+      done
+    done
+  done
+  record ompi_probe ok "$runs runs: $aborts aborted in the MPI, $bad wrong or no result (see ompi_probe.log)"
+}
 
 for s in $SECTIONS; do
   if declare -F "section_$s" >/dev/null; then "section_$s"; else record "$s" skip "no such section"; fi
