@@ -899,7 +899,7 @@ section_ompi_probe() {
   for mca in "" "--mca btl_vader_single_copy_mechanism none"; do
     for el in ldc ld ldi; do
       for how in 0 1 2; do
-        for n in 12 200 1000 18000; do
+        for n in 12 1000; do
           line=$(timeout 30 mpirun -np 2 --oversubscribe --bind-to none $mca "$exe" $how $n $el 2>&1 |
                  grep -E "bad elements|buffer overflow" | head -1)
           echo "mca[${mca:-default}] el $el how $how n $n: ${line:-no result}" >>"$log"
