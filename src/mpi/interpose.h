@@ -124,6 +124,8 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t node_sparse_packed;     /* sends of short blocks packed by the sender for a peer on another GPU */
     _Atomic int64_t node_batched;           /* receives copied by a batched kernel (one launch per pass) */
     _Atomic int64_t node_batches;           /* ... those launches */
+    _Atomic int64_t node_pipelined;         /* progress passes that left their copies in flight
+                                               (GDTETEST_NODE_PIPELINE) */
     _Atomic int64_t node_frag_sends;        /* device messages to other nodes sent in fragments (HOW_FRAGS) */
     _Atomic int64_t node_frag_recvs;        /* ... and received (any receive buffer) */
     _Atomic int64_t host_cut_scratch;       /* host receives a marker would cut inside an element: into scratch */

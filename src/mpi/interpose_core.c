@@ -411,6 +411,7 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"node_sparse_packed", gdte_ipo_cnt_g.node_sparse_packed},
         {"node_batched", gdte_ipo_cnt_g.node_batched},
         {"node_batches", gdte_ipo_cnt_g.node_batches},
+        {"node_pipelined", gdte_ipo_cnt_g.node_pipelined},
         {"node_frag_sends", gdte_ipo_cnt_g.node_frag_sends},
         {"node_frag_recvs", gdte_ipo_cnt_g.node_frag_recvs},
         {"host_cut_scratch", gdte_ipo_cnt_g.host_cut_scratch},

@@ -376,7 +376,8 @@ static int finish_ahead(gdte_ipo_req_t *r, MPI_Status *st, const char *fn)
 {
     int erc = recv_deliver(r, st, fn);
     if (erc == GDTE_IPO_PENDING) return MPI_SUCCESS; /* a fragmented message, started (r->node_frag) */
-    r->unpacked = 1;
+    /* With r->node_frag set its copy is in flight (a pipelined batch): unpacked once it lands. */
+    if (!r->node_frag) r->unpacked = 1;
     r->fixed_st = *st;
     r->fixed_rc = erc;
     return erc;
