@@ -184,11 +184,16 @@ static int mps_test;      /* GDTETEST_NODE_MPS=1: every peer and this process co
 /* GDTETEST_NODE_BATCH=0: every receive's copy launched on its own (measurements). */
 static int node_batch = 1;
 /* Sparse messages of this size and more are copied on their own, not in the batch (see
- * BATCH_MAX); GDTETEST_NODE_BATCH_SPARSE_MAX sets it (measurements). */
-#define BATCH_MAX_SPARSE (2 << 20)
+ * BATCH_MAX); GDTETEST_NODE_BATCH_SPARSE_MAX sets it (measurements). 8 MiB since progress passes
+ * are pipelined: one H200, window of 64, 4 MiB messages, six runs each (f4efadb,
+ * mpi-h200-f4efadb-pipeline.csv): vector 5.06-5.89 us a message pipelined with the batch up to
+ * 8 MiB against 5.86-8.10 unpipelined with it up to 2 MiB (7.16-7.41 with 8 MiB unpipelined),
+ * indexed 5.21-6.89 against 5.80-8.27. */
+#define BATCH_MAX_SPARSE (8 << 20)
 static int64_t batch_max_sparse = BATCH_MAX_SPARSE;
-/* GDTETEST_NODE_PIPELINE=1: a progress pass does not wait for its batch's copies (inflight_t). */
-static int node_pipeline;
+/* GDTETEST_NODE_PIPELINE=0: a progress pass waits for its batch's copies (before f4efadb's
+ * inflight_t), for measurements and to keep that path tested. */
+static int node_pipeline = 1;
 
 static int64_t now_ns(void)
 {
@@ -2316,7 +2321,7 @@ static void unpin_plan(gdte_type_h t)
     gdte_type_release(t);
 }
 
-/* ---- pipelined batches (GDTETEST_NODE_PIPELINE=1) ----
+/* ---- pipelined batches (the default; GDTETEST_NODE_PIPELINE=0: not) ----
  * A progress pass queues its batch's copies and returns without waiting for them: an event
  * recorded after the copies marks the batch, and its receives stay pending (r->node_frag holds
  * the batch, kind PEND_COPY, as a fragmented message's record is held) until a later pass, or
