@@ -292,6 +292,14 @@ int gdte_ipo_node_marker_cookie(const void *landing, const void *user, int count
 void gdte_ipo_node_probe_fix(MPI_Comm comm, MPI_Status *st);
 /* Finish the marker receives the MPI completed; poll requests until all/any complete. */
 void gdte_ipo_node_progress(void);
+/* Progress passes between these two may leave their batch's copies in flight (pipelined); the
+ * end (the outermost, on this thread) waits for every batch still in flight and answers its
+ * senders. Only a loop that keeps polling until its requests complete opens such a scope: a
+ * batch left in flight when the call returns to the application would leave its senders
+ * unanswered while the application sits in a call gdte does not see (MPI_Barrier), and a sender
+ * waiting for them there would never return. */
+void gdte_ipo_node_pipeline_begin(void);
+void gdte_ipo_node_pipeline_end(void);
 /* The node path's sends in flight: release finished ones, detach those waited for too long. */
 void gdte_ipo_node_sends_progress(void);
 /* Publishes which GPU this process works on, for its peers' choice of path (cheap when the

@@ -2322,7 +2322,9 @@ static void unpin_plan(gdte_type_h t)
 }
 
 /* ---- pipelined batches (the default; GDTETEST_NODE_PIPELINE=0: not) ----
- * A progress pass queues its batch's copies and returns without waiting for them: an event
+ * A progress pass of a polling loop (gdte_ipo_node_block: MPI_Wait and the other blocking
+ * completions, blocking sends and receives) queues its batch's copies and returns without
+ * waiting for them: an event
  * recorded after the copies marks the batch, and its receives stay pending (r->node_frag holds
  * the batch, kind PEND_COPY, as a fragmented message's record is held) until a later pass, or
  * the receive's completion call, finds the event complete. Then the senders' words are marked
@@ -2352,6 +2354,7 @@ static inflight_t *inflight_head, *inflight_tail; /* queued batches, oldest firs
 static gdte_gpu_event_t ev_pool[64];
 static int ev_pool_n;
 static _Thread_local inflight_t *cur_inflight; /* the batch being built by this thread's pass */
+static _Thread_local int pipeline_depth;        /* gdte_ipo_node_pipeline_begin/end */
 static _Thread_local int batch_unattached;      /* its queued receives no record waits on */
 
 static void inflight_unref_locked(inflight_t *b)
@@ -2428,9 +2431,22 @@ static int copy_progress(gdte_ipo_req_t *r, int block)
     return 1;
 }
 
+void gdte_ipo_node_pipeline_begin(void) { pipeline_depth++; }
+
+void gdte_ipo_node_pipeline_end(void)
+{
+    if (--pipeline_depth > 0) return;
+    int any;
+    pthread_mutex_lock(&inflight_lock);
+    any = inflight_head != NULL;
+    pthread_mutex_unlock(&inflight_lock);
+    if (any) inflight_poll(NULL, 1);
+}
+
 /* In a pipelined pass, a receive whose copy was just queued: its record waits on the batch. */
 static void attach_to_batch(void)
 {
+    if (!pipeline_depth) return; /* not in a polling loop: the pass waits for its batch */
     if (!frag_defer_slot) {
         batch_unattached++;
         return;

@@ -435,6 +435,10 @@ static int frag_pending(MPI_Request h)
 void gdte_ipo_node_block(int n, MPI_Request reqs[], int any)
 {
     if (!gdte_ipo_node_on()) return;
+    /* The passes of this loop may leave their copies in flight (pipelined): the loop polls
+     * again. None is left when the call returns to the application (see
+     * gdte_ipo_node_pipeline_begin). */
+    gdte_ipo_node_pipeline_begin();
     for (;;) {
         gdte_ipo_node_progress();
         int done = 0, live = 0;
@@ -446,9 +450,10 @@ void gdte_ipo_node_block(int n, MPI_Request reqs[], int any)
             PMPI_Request_get_status(reqs[i], &flag, &st);
             done += flag != 0 && !frag_pending(reqs[i]);
         }
-        if (live == 0 || (any ? done > 0 : done == live)) return;
+        if (live == 0 || (any ? done > 0 : done == live)) break;
         sched_yield();
     }
+    gdte_ipo_node_pipeline_end();
 }
 
 int gdte_ipo_wait(MPI_Request *req, MPI_Status *status)

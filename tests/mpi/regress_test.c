@@ -26,8 +26,11 @@
  *    arrays): on a GPU one 2-D runtime copy across both failed and the message was lost, and the
  *    in-place read maps one allocation only (two_allocations);
  *  - device buffers of another GPU than the current one (two GPUs): peer access, or a refusal,
- *    never a kernel faulting on memory it cannot reach (other_gpu_buffers).
+ *    never a kernel faulting on memory it cannot reach (other_gpu_buffers);
+ *  - a device message matched by a call that returns at once, then MPI_Barrier before the receive
+ *    completes: its sender's MPI_Wait returns (matched_then_barrier).
  */
+#include <unistd.h>
 #include "mpitest.h"
 
 #define NINT 2000 /* 8,000 bytes sent */
@@ -747,10 +750,51 @@ static void other_gpu_buffers(int peer)
     free(hs), free(hr), free(want), free(back), free(theirs);
 }
 
+/* A device message matched by a progress pass of a call that returns to the application at once
+ * (MPI_Test), then MPI_Barrier before the receive completes: the
+ * sender's MPI_Wait must return, so the receiver answers before the call returns, or the two never
+ * meet at the barrier (a pipelined pass once left the copy in flight and its sender unanswered
+ * until a later gdte call that never came before the barrier). */
+static void matched_then_barrier(int peer)
+{
+    enum { N = 1 << 18 }; /* ints: 1 MiB, the node path's batched copy */
+    int *d = mt_devmem_alloc(N * sizeof(int)), *h = malloc(N * sizeof(int)), flag = 0;
+    for (int i = 0; i < N; i++) h[i] = mt_rank == 0 ? 3 * i + 1 : -1;
+    mt_put(d, h, N * sizeof(int));
+    MPI_Request q;
+    if (mt_rank == 0) {
+        MT_MPI(MPI_Isend(d, N, MPI_INT, peer, 950, MPI_COMM_WORLD, &q));
+        MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else if (mt_rank == 1) {
+        MT_MPI(MPI_Irecv(d, N, MPI_INT, peer, 950, MPI_COMM_WORLD, &q));
+        /* The marker is there by then (sent at once); no MPI call sees it before the MPI_Test,
+         * whose progress pass matches it. */
+        usleep(200000);
+        MT_MPI(MPI_Test(&q, &flag, MPI_STATUS_IGNORE));
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (!flag) MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        mt_get(h, d, N * sizeof(int));
+        int bad = 0;
+        for (int i = 0; i < N; i++) bad += h[i] != 3 * i + 1;
+        MT_CHECK(bad == 0, "matched, then MPI_Barrier: %d of %d ints wrong", bad, N);
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    mt_devmem_free(d);
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    /* --barrier-only: matched_then_barrier alone, registered with senders that never detach
+     * (GDTETEST_NODE_DETACH_US), so that its sender waits for the receiver's answer. */
+    if (argc > 1 && !strcmp(argv[1], "--barrier-only")) {
+        if (mt_size >= 2) matched_then_barrier(1 - mt_rank);
+        return mt_finish("regress_test --barrier-only");
+    }
     if (mt_size >= 2 && mt_rank < 2) {
         small_blocking(1 - mt_rank, 0);
         small_blocking(1 - mt_rank, 1);
@@ -761,6 +805,9 @@ int main(int argc, char **argv)
         many_small();
         default_stream_order();
         two_allocations(1 - mt_rank); /* after many_small, which bounds the staging held */
+    }
+    if (mt_size >= 2) matched_then_barrier(1 - mt_rank); /* every rank: it ends in MPI_Barrier */
+    if (mt_size >= 2 && mt_rank < 2) {
         other_gpu_buffers(1 - mt_rank);
     }
     small_blocking(mt_rank, 0);
