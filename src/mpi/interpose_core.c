@@ -236,9 +236,9 @@ gdte_ipo_kind_t gdte_ipo_buf_kind(const void *buf, int count, MPI_Datatype dt)
     if (!buf && k != GDTE_IPO_MIXED) k = bottom_struct_kind(dt, k, gpu);
     if (k == GDTE_IPO_MIXED && unreachable_dev >= 0)
         gdte_error("a datatype touches memory of GPU %d (first byte %p, last byte %p), which this thread's current "
-                   "GPU %d cannot reach (no peer access between them): make GPU %d current (cudaSetDevice) before "
-                   "the call",
-                   unreachable_dev, (void *)first, (void *)last, unreachable_cur, unreachable_dev);
+                   "GPU %d cannot reach (no peer access between the two): gdte moves device buffers of the GPU a "
+                   "process works on, and of GPUs that one can reach",
+                   unreachable_dev, (void *)first, (void *)last, unreachable_cur);
     else if (k == GDTE_IPO_MIXED)
         gdte_error("a datatype touches both host and device memory (first byte %p, last byte %p): gdte moves one "
                    "memory kind per buffer",
