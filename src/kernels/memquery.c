@@ -188,7 +188,16 @@ int gdte_mem_span_one_alloc(const void *first, const void *last)
     uintptr_t end, base;
     uint64_t id;
     gdte_mem_info_t in;
-    if (!gdte_gpu_available() || query(first, &in, &end, &base, &id) != GDTE_OK) return 1;
+    if (!gdte_gpu_available()) return 1;
+    /* The MPI layer asks this of a buffer whose kind it has just looked up (validated by buffer
+     * id there): the cached range alone, no second pointer query per message. */
+    cached_t c;
+    if (gdte_gpu_unmap_epoch() == cache_epoch && gdte_ranges_find(&ranges, (uintptr_t)first, &c)) {
+        n_hits++;
+        if (c.info.kind != GDTE_MEM_DEVICE && c.info.kind != GDTE_MEM_MANAGED) return 1;
+        return (uintptr_t)last >= (uintptr_t)first && (uintptr_t)last < c.r.hi;
+    }
+    if (query(first, &in, &end, &base, &id) != GDTE_OK) return 1;
     if (in.kind != GDTE_MEM_DEVICE && in.kind != GDTE_MEM_MANAGED) return 1;
     return (uintptr_t)last >= (uintptr_t)first && (uintptr_t)last < end;
 }

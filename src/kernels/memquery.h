@@ -12,7 +12,9 @@ gdte_status_t gdte_mem_query_span(const void *first, const void *last, gdte_mem_
 /* 1 when bytes `first` to `last` lie in one device or managed allocation, or when `first` is not
  * GPU memory at all (nothing to split), else 0: a type may reach from one allocation into another
  * (relative displacements between two arrays), which one kernel reads and writes well but one
- * runtime copy, or one IPC mapping, cannot cover. */
+ * runtime copy, or one IPC mapping, cannot cover. From the cached range of `first` when there is
+ * one, not validated again: call it right after a validated lookup of the same buffer (the MPI
+ * layer's kind check). */
 int gdte_mem_span_one_alloc(const void *first, const void *last);
 /* The device allocation holding `ptr`, from the same cache: its first byte and its unique id
  * (0 where the runtime has no id query). GDTE_ERR_UNSUPPORTED for managed memory (which the

@@ -2321,6 +2321,35 @@ static void unpin_plan(gdte_type_h t)
     gdte_type_release(t);
 }
 
+/* The pass's copies queued: its deferred ones launched (*scratch_p: their work list), and on the
+ * fake device all of them made now, as a GPU's would run at this point. */
+static gdte_status_t batch_launch(gdte_stage_t **scratch_p)
+{
+    gdte_status_t st = dfr_n ? deferred_launch(scratch_p) : GDTE_OK;
+    if (!fake_mode) return st;
+    for (int i = 0; i < batch_n; i++) {
+        fake_copy_t *fc = &batch[i].fc;
+        if (!fc->type) continue;
+        void *tmp = malloc((size_t)fc->n);
+        gdte_status_t s1 = tmp ? fake_read(&fc->mk, fc->has_lay ? &fc->lay : NULL, tmp, fc->n) : GDTE_ERR_NO_MEMORY;
+        if (s1 == GDTE_OK) s1 = gdte_xfer_unpack_from_host(tmp, 0, fc->n, fc->user, fc->count, fc->type, 1);
+        if (st == GDTE_OK) st = s1;
+        free(tmp);
+        gdte_type_release(fc->type);
+        fc->type = NULL;
+    }
+    return st;
+}
+
+/* The senders of `n` finished receives answered, their plans unpinned. */
+static void answer_senders(const queued_fin_t *f, int n)
+{
+    for (int i = 0; i < n; i++) {
+        finish_word(f[i].sl, f[i].word, f[i].peer, f[i].fin_tag, f[i].detached);
+        unpin_plan(f[i].pinned);
+    }
+}
+
 /* ---- pipelined batches (the default; GDTETEST_NODE_PIPELINE=0: not) ----
  * A progress pass of a polling loop (gdte_ipo_node_block: MPI_Wait and the other blocking
  * completions, blocking sends and receives) queues its batch's copies and returns without
@@ -2342,15 +2371,16 @@ static _Thread_local void **frag_defer_slot;
 typedef struct inflight {
     int pend_kind;       /* PEND_COPY (first, as frag_recv_t's) */
     gdte_gpu_event_t ev; /* NULL: no GPU copy (the fake device) */
-    queued_fin_t *fins;
-    int nfins;
+    queued_fin_t *fins;    /* the senders to answer (kept, with its capacity, when recycled) */
+    int nfins, fins_cap;
     gdte_stage_t *scratch; /* the batched kernel's work list, until the copies are done */
     int refs;              /* receives pending on it, plus one while it is in the queue */
     int done, fake_polls;
-    struct inflight *next;
+    struct inflight *next; /* the queue, or the recycled records */
 } inflight_t;
 static pthread_mutex_t inflight_lock = PTHREAD_MUTEX_INITIALIZER;
 static inflight_t *inflight_head, *inflight_tail; /* queued batches, oldest first */
+static inflight_t *inflight_free;                 /* recycled records (no allocation per pass) */
 static gdte_gpu_event_t ev_pool[64];
 static int ev_pool_n;
 static _Thread_local inflight_t *cur_inflight; /* the batch being built by this thread's pass */
@@ -2360,8 +2390,25 @@ static _Thread_local int batch_unattached;      /* its queued receives no record
 static void inflight_unref_locked(inflight_t *b)
 {
     if (--b->refs > 0) return;
-    free(b->fins);
-    free(b);
+    b->next = inflight_free;
+    inflight_free = b;
+}
+
+/* A cleared record for a new batch, recycled when one is free (NULL: no memory). */
+static inflight_t *inflight_get(void)
+{
+    pthread_mutex_lock(&inflight_lock);
+    inflight_t *b = inflight_free;
+    if (b) inflight_free = b->next;
+    pthread_mutex_unlock(&inflight_lock);
+    if (!b && !(b = calloc(1, sizeof *b))) return NULL;
+    queued_fin_t *fins = b->fins;
+    int cap = b->fins_cap;
+    memset(b, 0, sizeof *b);
+    b->fins = fins;
+    b->fins_cap = cap;
+    b->pend_kind = PEND_COPY;
+    return b;
 }
 
 /* Under inflight_lock: the batch's copies are done (or failed: said once, as a synchronous
@@ -2369,10 +2416,7 @@ static void inflight_unref_locked(inflight_t *b)
 static void inflight_complete_locked(inflight_t *b, gdte_status_t st)
 {
     if (st != GDTE_OK) gdte_error("node path: copies from peers failed: %s", gdte_status_string(st));
-    for (int i = 0; i < b->nfins; i++) {
-        finish_word(b->fins[i].sl, b->fins[i].word, b->fins[i].peer, b->fins[i].fin_tag, b->fins[i].detached);
-        unpin_plan(b->fins[i].pinned);
-    }
+    answer_senders(b->fins, b->nfins);
     b->nfins = 0;
     if (b->scratch) gdte_stage_release(b->scratch);
     b->scratch = NULL;
@@ -2412,6 +2456,12 @@ static void inflight_drain(void)
     inflight_poll(NULL, 1);
     pthread_mutex_lock(&inflight_lock);
     while (ev_pool_n) gdte_gpu_event_destroy(ev_pool[--ev_pool_n]);
+    while (inflight_free) {
+        inflight_t *b = inflight_free;
+        inflight_free = b->next;
+        free(b->fins);
+        free(b);
+    }
     pthread_mutex_unlock(&inflight_lock);
 }
 
@@ -2451,11 +2501,10 @@ static void attach_to_batch(void)
         batch_unattached++;
         return;
     }
-    if (!cur_inflight && !(cur_inflight = calloc(1, sizeof *cur_inflight))) {
+    if (!cur_inflight && !(cur_inflight = inflight_get())) {
         batch_unattached++;
         return;
     }
-    cur_inflight->pend_kind = PEND_COPY;
     cur_inflight->refs++;
     *frag_defer_slot = cur_inflight;
     atomic_fetch_add_explicit(&frag_live, 1, memory_order_relaxed);
@@ -2469,23 +2518,16 @@ static int batch_end_pipelined(void)
 {
     inflight_t *b = cur_inflight;
     if (batch_unattached) return 0;
-    queued_fin_t *fins = malloc(sizeof *fins * (size_t)batch_n);
-    if (!fins) return 0;
-    gdte_stage_t *scratch = NULL;
-    gdte_status_t st = dfr_n ? deferred_launch(&scratch) : GDTE_OK;
-    if (fake_mode) {
-        for (int i = 0; i < batch_n; i++) {
-            fake_copy_t *fc = &batch[i].fc;
-            if (!fc->type) continue;
-            void *tmp = malloc((size_t)fc->n);
-            gdte_status_t s1 = tmp ? fake_read(&fc->mk, fc->has_lay ? &fc->lay : NULL, tmp, fc->n) : GDTE_ERR_NO_MEMORY;
-            if (s1 == GDTE_OK) s1 = gdte_xfer_unpack_from_host(tmp, 0, fc->n, fc->user, fc->count, fc->type, 1);
-            if (st == GDTE_OK) st = s1;
-            free(tmp);
-            gdte_type_release(fc->type);
-            fc->type = NULL;
-        }
+    if (b->fins_cap < batch_n) {
+        int cap = b->fins_cap ? b->fins_cap : 64;
+        while (cap < batch_n) cap *= 2;
+        queued_fin_t *f = realloc(b->fins, sizeof *f * (size_t)cap);
+        if (!f) return 0;
+        b->fins = f;
+        b->fins_cap = cap;
     }
+    gdte_stage_t *scratch = NULL;
+    gdte_status_t st = batch_launch(&scratch);
     gdte_gpu_event_t ev = NULL;
     if (st == GDTE_OK && (!fake_mode || atomic_load_explicit(&node_stream, memory_order_acquire))) {
         pthread_mutex_lock(&inflight_lock);
@@ -2499,17 +2541,15 @@ static int batch_end_pipelined(void)
          * senders; the work list only after the copies that read it. */
         gdte_error("node path: copies from peers failed: %s", gdte_status_string(st));
         if (ev) gdte_gpu_event_destroy(ev);
-        free(fins);
         if (scratch) {
             (void)gdte_gpu_stream_synchronize(node_stream);
             gdte_stage_release(scratch);
         }
         return 0;
     }
-    memcpy(fins, batch, sizeof *fins * (size_t)batch_n);
+    memcpy(b->fins, batch, sizeof *b->fins * (size_t)batch_n);
     pthread_mutex_lock(&inflight_lock);
     b->ev = ev;
-    b->fins = fins;
     b->nfins = batch_n;
     b->scratch = scratch;
     b->fake_polls = ev ? 0 : 1;
@@ -2538,20 +2578,7 @@ void gdte_ipo_node_batch_end(void)
         return;
     }
     gdte_stage_t *scratch = NULL;
-    gdte_status_t st = dfr_n ? deferred_launch(&scratch) : GDTE_OK;
-    if (fake_mode) {
-        for (int i = 0; i < batch_n; i++) {
-            fake_copy_t *fc = &batch[i].fc;
-            if (!fc->type) continue;
-            void *tmp = malloc((size_t)fc->n);
-            gdte_status_t s1 = tmp ? fake_read(&fc->mk, fc->has_lay ? &fc->lay : NULL, tmp, fc->n) : GDTE_ERR_NO_MEMORY;
-            if (s1 == GDTE_OK) s1 = gdte_xfer_unpack_from_host(tmp, 0, fc->n, fc->user, fc->count, fc->type, 1);
-            if (st == GDTE_OK) st = s1;
-            free(tmp);
-            gdte_type_release(fc->type);
-            fc->type = NULL;
-        }
-    }
+    gdte_status_t st = batch_launch(&scratch);
     /* GPU copies of the batch (a process may hold real device buffers beside fake ones). */
     if (!fake_mode || atomic_load_explicit(&node_stream, memory_order_acquire)) {
         gdte_status_t s2 = gdte_gpu_stream_synchronize(node_stream);
@@ -2561,10 +2588,7 @@ void gdte_ipo_node_batch_end(void)
     if (scratch) gdte_stage_release(scratch);
     prof_add(P_BATCH_SYNC, t);
     t = prof_t0();
-    for (int i = 0; i < batch_n; i++) {
-        finish_word(batch[i].sl, batch[i].word, batch[i].peer, batch[i].fin_tag, batch[i].detached);
-        unpin_plan(batch[i].pinned);
-    }
+    answer_senders(batch, batch_n);
     prof_add(P_BATCH_FIN, t);
     batch_n = 0;
     batch_unattached = 0;
@@ -2572,7 +2596,8 @@ void gdte_ipo_node_batch_end(void)
         /* A pipelined pass finished here after all: the receives waiting on it find it done. */
         pthread_mutex_lock(&inflight_lock);
         cur_inflight->done = 1;
-        if (cur_inflight->refs == 0) free(cur_inflight);
+        cur_inflight->refs++;
+        inflight_unref_locked(cur_inflight); /* recycled here when no receive waits on it */
         pthread_mutex_unlock(&inflight_lock);
         cur_inflight = NULL;
     }
