@@ -10,7 +10,9 @@
 // h2d_3d (cudaMemcpy3DAsync of one row), h2d_contig2d (a contiguous destination written as 256-byte
 // rows from a 512-byte source pitch), h2d_contig2d_sp (two rows, source pitch one byte longer),
 // d2d_2d (device to device, 8-byte rows at a 16-byte pitch), d2d_2d_wide (256-byte rows at a
-// 512-byte pitch), d2d_contig2d_sp (device to device, two rows, source pitch one byte longer). A diagnostic for where small-message
+// 512-byte pitch), d2d_contig2d_sp (device to device, two rows, source pitch one byte longer),
+// d2h_3d_face / h2d_3d_face (one cudaMemcpy3DAsync of 8-byte rows at a 16-byte pitch, 64 rows a
+// plane, planes 66 rows apart: the face of a 3-D grid, between device and pinned host). A diagnostic for where small-message
 // latency goes under the interposer, not a benchmark of gdte. Usage: mpirun -np 2 ctxprobe
 // [--iters N] [--csv FILE]
 #include <mpi.h>
@@ -34,8 +36,8 @@ __global__ void fill_kernel(char *dst, const char *src, size_t n)
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
-enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_H2D_2D, OP_H2D_1ROW, OP_H2D_PAGEABLE, OP_H2D_3D, OP_H2D_CONTIG2D, OP_H2D_CONTIG2D_SP, OP_D2D_2D, OP_D2D_2D_WIDE, OP_D2D_CONTIG2D_SP, OP_D2H_BATCH, OP_H2D_BATCH, OP_D2D_BATCH, OP_D2H_BATCH_CE, OP_H2D_BATCH_CE, OP_D2D_BATCH_CE, OP_H2D_B3D, OP_D2D_B3D, OP_COUNT };
-static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel", "h2d_2d", "h2d_1row", "h2d_pageable", "h2d_3d", "h2d_contig2d", "h2d_contig2d_sp", "d2d_2d", "d2d_2d_wide", "d2d_contig2d_sp", "d2h_batch", "h2d_batch", "d2d_batch", "d2h_batch_ce", "h2d_batch_ce", "d2d_batch_ce", "h2d_b3d", "d2d_b3d"};
+enum { OP_NONE, OP_KERNEL, OP_D2H, OP_H2D, OP_D2D, OP_D2H_2D, OP_ZC_KERNEL, OP_H2D_2D, OP_H2D_1ROW, OP_H2D_PAGEABLE, OP_H2D_3D, OP_H2D_CONTIG2D, OP_H2D_CONTIG2D_SP, OP_D2D_2D, OP_D2D_2D_WIDE, OP_D2D_CONTIG2D_SP, OP_D2H_BATCH, OP_H2D_BATCH, OP_D2D_BATCH, OP_D2H_BATCH_CE, OP_H2D_BATCH_CE, OP_D2D_BATCH_CE, OP_H2D_B3D, OP_D2D_B3D, OP_D2H_3D_FACE, OP_H2D_3D_FACE, OP_COUNT };
+static const char *op_names[OP_COUNT] = {"none", "kernel", "d2h", "h2d", "d2d", "d2h_2d", "zc_kernel", "h2d_2d", "h2d_1row", "h2d_pageable", "h2d_3d", "h2d_contig2d", "h2d_contig2d_sp", "d2d_2d", "d2d_2d_wide", "d2d_contig2d_sp", "d2h_batch", "h2d_batch", "d2d_batch", "d2h_batch_ce", "h2d_batch_ce", "d2d_batch_ce", "h2d_b3d", "d2d_b3d", "d2h_3d_face", "h2d_3d_face"};
 #define BLK 16 /* the batched ops' block: 16 bytes at a 32-byte device stride */
 
 static int cmp_d(const void *a, const void *b)
@@ -67,7 +69,7 @@ int main(int argc, char **argv)
     CK(cudaSetDevice(rank % ndev));
     const size_t maxn = 256 * 1024;
     char *d0, *d1, *h, *hdev;
-    CK(cudaMalloc(&d0, 2 * maxn));
+    CK(cudaMalloc(&d0, 3 * maxn)); /* the 3-D faces reach 2.07 * n */
     CK(cudaMalloc(&d1, 2 * maxn));
     CK(cudaHostAlloc(&h, 2 * maxn, cudaHostAllocMapped));
     CK(cudaHostGetDevicePointer((void **)&hdev, h, 0));
@@ -145,6 +147,16 @@ int main(int argc, char **argv)
                         q.dstPtr = make_cudaPitchedPtr(d0, n, n, 1);
                         q.extent = make_cudaExtent(n, 1, 1);
                         q.kind = cudaMemcpyHostToDevice;
+                        CK(cudaMemcpy3DAsync(&q, s));
+                        break;
+                    }
+                    case OP_D2H_3D_FACE: case OP_H2D_3D_FACE: {
+                        cudaMemcpy3DParms q = {0};
+                        cudaPitchedPtr g = make_cudaPitchedPtr(d0, 16, 8, 66), hp = make_cudaPitchedPtr(h, 8, 8, 64);
+                        q.srcPtr = op == OP_D2H_3D_FACE ? g : hp;
+                        q.dstPtr = op == OP_D2H_3D_FACE ? hp : g;
+                        q.extent = make_cudaExtent(8, 64, n / (8 * 64));
+                        q.kind = op == OP_D2H_3D_FACE ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
                         CK(cudaMemcpy3DAsync(&q, s));
                         break;
                     }

@@ -69,6 +69,10 @@ gdte_status_t gdte_gpu_memcpy(void *dst, const void *src, size_t size);
 gdte_status_t gdte_gpu_memcpy_async(void *dst, const void *src, size_t size, gdte_stream_t s);
 gdte_status_t gdte_gpu_memcpy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch,
                                       size_t width, size_t height, gdte_stream_t s);
+/* `depth` planes of `height` rows of `width` bytes; row k of plane j at j*pitch*rows + k*pitch on
+ * each side (rows: a plane's stride in rows, at least `height`). One copy-engine operation. */
+gdte_status_t gdte_gpu_memcpy3d_async(void *dst, size_t dpitch, size_t drows, const void *src, size_t spitch,
+                                      size_t srows, size_t width, size_t height, size_t depth, gdte_stream_t s);
 gdte_status_t gdte_gpu_memcpy_peer_async(void *dst, int dst_dev, const void *src, int src_dev,
                                          size_t size, gdte_stream_t s);
 

@@ -120,6 +120,9 @@ typedef cudaGraphExec_t hipGraphExec_t;
 #define hipMemcpy cudaMemcpy
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemcpy2DAsync cudaMemcpy2DAsync
+#define hipMemcpy3DAsync cudaMemcpy3DAsync
+#define hipErrorInvalidPitchValue cudaErrorInvalidPitchValue
+#define hipMemcpy3DParms struct cudaMemcpy3DParms /* a struct tag in C */
 #define hipMemcpyPeerAsync cudaMemcpyPeerAsync
 #define hipMemcpyDefault cudaMemcpyDefault
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice

@@ -35,6 +35,9 @@ gdte_status_t gdte_gpu_memcpy(void *d, const void *s, size_t n) { (void)d; (void
 gdte_status_t gdte_gpu_memcpy_async(void *d, const void *s, size_t n, gdte_stream_t st) { (void)d; (void)s; (void)n; (void)st; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memcpy2d_async(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, gdte_stream_t st)
 { (void)d; (void)dp; (void)s; (void)sp; (void)w; (void)h; (void)st; return GDTE_ERR_NO_DEVICE; }
+gdte_status_t gdte_gpu_memcpy3d_async(void *d, size_t dp, size_t dr, const void *s, size_t sp, size_t sr, size_t w, size_t h,
+                                      size_t z, gdte_stream_t st)
+{ (void)d; (void)dp; (void)dr; (void)s; (void)sp; (void)sr; (void)w; (void)h; (void)z; (void)st; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_memcpy_peer_async(void *d, int dd, const void *s, int sd, size_t n, gdte_stream_t st)
 { (void)d; (void)dd; (void)s; (void)sd; (void)n; (void)st; return GDTE_ERR_NO_DEVICE; }
 gdte_status_t gdte_gpu_stream_create(gdte_stream_t *s) { (void)s; return GDTE_ERR_NO_DEVICE; }

@@ -362,6 +362,36 @@ gdte_status_t gdte_gpu_memcpy2d_async(void *dst, size_t dpitch, const void *src,
     return GDTE_OK;
 }
 
+gdte_status_t gdte_gpu_memcpy3d_async(void *dst, size_t dpitch, size_t drows, const void *src, size_t spitch,
+                                      size_t srows, size_t width, size_t height, size_t depth, gdte_stream_t s)
+{
+    NEED_DEVICE();
+    if (!width || !height || !depth) return GDTE_OK;
+    hipMemcpy3DParms p;
+    memset(&p, 0, sizeof p);
+    p.srcPtr.ptr = (void *)src;
+    p.srcPtr.pitch = spitch;
+    p.srcPtr.xsize = width;
+    p.srcPtr.ysize = srows;
+    p.dstPtr.ptr = dst;
+    p.dstPtr.pitch = dpitch;
+    p.dstPtr.xsize = width;
+    p.dstPtr.ysize = drows;
+    p.extent.width = width;
+    p.extent.height = height;
+    p.extent.depth = depth;
+    p.kind = hipMemcpyDefault;
+    hipError_t e = hipMemcpy3DAsync(&p, (hipStream_t)s);
+    if (e == hipErrorInvalidValue || e == hipErrorInvalidPitchValue) {
+        /* A shape the runtime does not take (a limit on pitches or extents): nothing was queued,
+         * the caller moves the data another way. */
+        (void)hipGetLastError();
+        return GDTE_ERR_UNSUPPORTED;
+    }
+    CHECK(e);
+    return GDTE_OK;
+}
+
 gdte_status_t gdte_gpu_memcpy_peer_async(void *dst, int dst_dev, const void *src, int src_dev, size_t size,
                                          gdte_stream_t s)
 {

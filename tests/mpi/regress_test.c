@@ -679,6 +679,86 @@ static void two_allocations(int peer)
         }
 }
 
+/* Faces of a 3-D grid of (n+2)^3 doubles (MPI_Type_create_subarray, C order), to `peer`, device
+ * to device, device to host and host to device, into a poisoned grid, against MPI_Pack/MPI_Unpack
+ * on host copies. The x face (8-byte blocks, a plane's rows n+2 doubles apart, planes (n+2)^2
+ * apart) is a 2-level grid whose plane stride is a whole number of rows: up to 8192 blocks and 64
+ * KiB the copy engines move it by one 3-D copy (xfer.c, shape 3), and where it goes as MPI_PACKED
+ * (a peer on the same GPU without MPS, GDTE_MPI_IPC=0) copy_engine must count it on both sides.
+ * The y and z faces are one stride; "skewed" is an x face whose planes lie 8 bytes further apart
+ * than a whole number of rows, and n = 100 has 10000 blocks: both by the kernels. */
+static void faces(int peer)
+{
+    static const int ns[] = {3, 16, 64, 90, 100};
+    for (int ni = 0; ni < 5; ni++)
+        for (int kind = 0; kind < 4; kind++) {
+            const int n = ns[ni], m = n + 2;
+            const size_t cells = (size_t)m * m * m, bytes = cells * sizeof(double);
+            MPI_Datatype t;
+            if (kind < 3) {
+                int sizes[3] = {m, m, m}, sub[3] = {n, n, n}, start[3] = {1, 1, 1};
+                sub[2 - kind] = 1; /* kind 0: x (fastest, C index 2), 1: y, 2: z */
+                start[2 - kind] = n;
+                MPI_Type_create_subarray(3, sizes, sub, start, MPI_ORDER_C, MPI_DOUBLE, &t);
+            } else {
+                MPI_Datatype col;
+                MPI_Type_vector(n, 1, m, MPI_DOUBLE, &col);
+                MPI_Type_create_hvector(n, 1, (MPI_Aint)((size_t)m * m * sizeof(double) + 8), col, &t);
+                MPI_Type_free(&col);
+            }
+            MPI_Type_commit(&t);
+            int tsize = 0;
+            MPI_Type_size(t, &tsize);
+            const size_t foot = kind < 3 ? bytes : bytes + (size_t)n * 8;
+            double *hs = malloc(foot), *hr = malloc(foot), *want = malloc(foot), *got = malloc(foot);
+            char *ds = mt_devmem_alloc(foot), *dr = mt_devmem_alloc(foot);
+            mt_fill(hs, foot, (unsigned)(31 * ni + kind + 100 * mt_rank));
+            mt_put(ds, hs, foot);
+            const int ce = kind == 0 && n * n <= 8192 && tsize <= 65536;
+            for (int way = 0; way < 3; way++) { /* 0 device to device, 1 device to host, 2 host to device */
+                int tag = 900 + 20 * ni + 4 * kind + way;
+                void *sb = way == 2 ? (void *)hs : (void *)ds, *rb = way == 1 ? (void *)hr : (void *)dr;
+                memset(hr, 0xA5, foot);
+                memset(want, 0xA5, foot);
+                if (rb == dr) mt_put(dr, hr, foot);
+                /* What the peer sends: its own grid, seeded by its rank. */
+                double *ps = malloc(foot);
+                mt_fill(ps, foot, (unsigned)(31 * ni + kind + 100 * peer));
+                self_oracle(ps, t, want, t);
+                free(ps);
+                const int64_t ce0 = mt_counter("copy_engine"), ns0 = mt_counter("node_sends"),
+                              nr0 = mt_counter("node_recvs"), fs0 = mt_counter("node_frag_sends"),
+                              fr0 = mt_counter("node_frag_recvs");
+                MPI_Request q;
+                MT_MPI(MPI_Isend(sb, 1, t, peer, tag, MPI_COMM_WORLD, &q));
+                const int sent_packed = mt_counter("node_sends") == ns0 && mt_counter("node_frag_sends") == fs0;
+                const int64_t ce1 = mt_counter("copy_engine");
+                MT_MPI(MPI_Recv(rb, 1, t, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                const int recv_packed = mt_counter("node_recvs") == nr0 && mt_counter("node_frag_recvs") == fr0;
+                MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+                if (rb == dr) mt_get(got, dr, foot);
+                else memcpy(got, hr, foot);
+                char what[96];
+                snprintf(what, sizeof what, "faces: n %d kind %d way %d to %d", n, kind, way, peer);
+                mt_same(got, want, foot, what);
+                /* (Over a GPU-aware MPI on the fake device the staging is device memory: the
+                 * copy engines' rule needs a GPU.) */
+                const char *ga = getenv("GDTE_MPI_GPU_AWARE");
+                if (ce && mt_expect_gdte() && peer != mt_rank && !(mt_fake() && ga && !strcmp(ga, "1"))) {
+                    if (sb == ds && sent_packed)
+                        MT_CHECK(ce1 > ce0, "%s: a device x face sent as MPI_PACKED without the copy engines", what);
+                    if (rb == dr && recv_packed)
+                        MT_CHECK(mt_counter("copy_engine") > ce1,
+                                 "%s: a device x face received as MPI_PACKED without the copy engines", what);
+                }
+            }
+            MPI_Type_free(&t);
+            mt_devmem_free(ds);
+            mt_devmem_free(dr);
+            free(hs), free(hr), free(want), free(got);
+        }
+}
+
 /* Device buffers of another GPU than the one the calling thread has current (two GPUs or more;
  * the test does nothing on one): gdte's kernels run on the current GPU, so it enables peer
  * access (or, without a link, refuses with MPI_ERR_BUFFER); a kernel touching another GPU's
@@ -805,6 +885,7 @@ int main(int argc, char **argv)
         many_small();
         default_stream_order();
         two_allocations(1 - mt_rank); /* after many_small, which bounds the staging held */
+        faces(1 - mt_rank);
     }
     if (mt_size >= 2) matched_then_barrier(1 - mt_rank); /* every rank: it ends in MPI_Barrier */
     if (mt_size >= 2 && mt_rank < 2) {
@@ -814,6 +895,7 @@ int main(int argc, char **argv)
     small_blocking(mt_rank, 1);
     persistent_modes(mt_rank);
     two_allocations(mt_rank);
+    faces(mt_rank);
     other_gpu_buffers(mt_rank);
     self_messages();
     return mt_finish("regress_test");
