@@ -645,6 +645,7 @@ section_bench_coll() {
 #                           ($DEVICE_OMPI_CUDA_GDTE, default build-device-mpi-ompicuda/src/mpi/
 #                           libgdte_mpi.so); skipped while there is no such build.
 # Environment: DEVICE_MPIBENCH_ARGS (extra options, e.g. "--sizes 1K,4M --budget 1"),
+# DEVICE_MPIBENCH_ROUNDS (mpibench --rounds, default 3),
 # DEVICE_MPIBENCH_TIMEOUT (seconds per run, default 300), DEVICE_MPIBENCH_OMPI_BUILD.
 section_bench_mpi() {
   mpi_build || return
@@ -654,7 +655,8 @@ section_bench_mpi() {
   dev=$(echo "${dev:-gpu}" | tr 'A-Z' 'a-z')
   csv="$OUT/mpi-${dev}$([ "$ng" -gt 1 ] && echo "x$ng").csv"
   rm -f "$csv"
-  read -r -a args <<<"${DEVICE_MPIBENCH_ARGS:-}"
+  # Three rounds: the raw baseline and the layouts measured in turn, medians reported.
+  read -r -a args <<<"--rounds ${DEVICE_MPIBENCH_ROUNDS:-3} ${DEVICE_MPIBENCH_ARGS:-}"
   # mpibench_run <mpi label> <binary> <mpirun> [mpirun options...]: one run, rows appended to $csv.
   mpibench_run() {
     local label=$1 bin=$2 log="$OUT/mpibench-$1.log" rc

@@ -38,7 +38,11 @@
  * measured time of an iteration so that the warm-up takes at most --budget/2 s and the timed part
  * about --budget s (at least one iteration). A layout whose round trip exceeds --budget is not
  * run at larger sizes, and bw is skipped where 64 one-way latencies exceed 2 x --budget (both
- * printed).
+ * printed). --rounds R (default 1): for each size the raw baseline and every layout are measured
+ * in turn R times, each measurement with --budget / R, and the median over the rounds is reported
+ * (each round's value printed beside it): a baseline measured once, before the layouts, lets
+ * drift of the machine between the two (this machine's 4 MiB copies vary by +-20% from one
+ * second to the next) land in the ratio.
  *
  * CSV (--csv, appended; header written when the file is empty):
  *   device,commit,gpus,mpi,benchmark,layout,bytes,median_us,gbps,ratio_to_raw
@@ -54,7 +58,7 @@
  * Usage: mpirun -np 2 [-x LD_PRELOAD=libgdte_mpi.so] mpibench [--mem device|host]
  *        [--sizes 1K,4K,...,16M] [--layouts contig,vector,indexed] [--benchmarks latency,bw]
  *        [--iters N] [--warmup N] [--window N] [--budget SECONDS] [--csv FILE]
- *        [--mpi-label plain|gpu-aware|...] [--no-raw] [--persistent]
+ *        [--mpi-label plain|gpu-aware|...] [--no-raw] [--persistent] [--rounds R]
  */
 #include <mpi.h>
 #include <getopt.h>
@@ -89,6 +93,8 @@ enum { TAG_DATA = 100, TAG_ACK, TAG_SIG, TAG_SIG2 };
 static int rank, device_mem;
 static int opt_iters = 200, opt_warmup = 20, opt_window = 64, opt_raw = 1;
 static double opt_budget = 0.5;
+#define MAX_ROUNDS 16
+static int opt_rounds = 1; /* --rounds: raw and layouts measured in turn this many times */
 static int opt_persistent;
 /* --persistent: the current measurement's requests (latency: [0] the send, [1] the receive). */
 static MPI_Request preq[MAX_WINDOW + 2];
@@ -381,11 +387,12 @@ static int measure_run(const meas_t *m, double *per_msg)
     int bad = check(m), anybad = 0;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, comm);
     if (anybad) return 1;
-    int n[2] = {cap(opt_warmup, tv, opt_budget / 2, 0), 0};
+    const double budget = opt_budget / opt_rounds; /* each round gets its share */
+    int n[2] = {cap(opt_warmup, tv, budget / 2, 0), 0};
     MPI_Bcast(n, 1, MPI_INT, 0, comm);
     double tw = tv;
     for (int i = 0; i < n[0]; i++) tw = one_iter(m);
-    n[1] = cap(opt_iters, tw, opt_budget, 1);
+    n[1] = cap(opt_iters, tw, budget, 1);
     MPI_Bcast(&n[1], 1, MPI_INT, 0, comm);
     double *t = malloc(n[1] * sizeof *t);
     MPI_Barrier(comm);
@@ -404,7 +411,18 @@ static FILE *csv;
 static const char *device = "host", *commit = MPIBENCH_COMMIT, *mpi_label = "plain";
 static int gpus;
 
-static void row(int bench, const char *layout, size_t bytes, double t, double traw)
+/* The median of n values (copied: the rounds keep their order). */
+static double median_of(const double *v, int n)
+{
+    double c[MAX_ROUNDS];
+    memcpy(c, v, sizeof *c * (size_t)n);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    return n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+}
+
+/* One result: `t` the median over the rounds, `rounds` each round's (printed, not in the CSV,
+ * when there are several). */
+static void row(int bench, const char *layout, size_t bytes, double t, double traw, const double *rounds)
 {
     if (rank != 0) return;
     double gbps = t > 0 ? (double)bytes / t / 1e9 : 0;
@@ -415,8 +433,13 @@ static void row(int bench, const char *layout, size_t bytes, double t, double tr
                 bytes, t * 1e6, gbps, ratio);
         fflush(csv);
     }
-    printf("%-20s %-8s %-8s %10zu %12.2f %10.3f %8s\n", mpi_label, bench_name[bench], layout, bytes, t * 1e6, gbps,
+    printf("%-20s %-8s %-8s %10zu %12.2f %10.3f %8s", mpi_label, bench_name[bench], layout, bytes, t * 1e6, gbps,
            ratio);
+    if (opt_rounds > 1) {
+        printf("   rounds:");
+        for (int r = 0; r < opt_rounds; r++) printf(" %.2f", rounds[r] * 1e6);
+    }
+    printf("\n");
     fflush(stdout);
 }
 static void note(const char *what, size_t bytes, const char *why)
@@ -484,7 +507,7 @@ int main(int argc, char **argv)
         {"window", required_argument, 0, 'W'},    {"budget", required_argument, 0, 'B'},
         {"csv", required_argument, 0, 'c'},       {"mpi-label", required_argument, 0, 'L'},
         {"no-raw", no_argument, 0, 'n'},          {"help", no_argument, 0, 'h'},
-        {"persistent", no_argument, 0, 'P'},
+        {"persistent", no_argument, 0, 'P'},     {"rounds", required_argument, 0, 'R'},
         {0, 0, 0, 0}};
     opterr = 0;
     for (int c; ok && (c = getopt_long(argc, argv, "", lopts, NULL)) != -1;) {
@@ -505,6 +528,7 @@ int main(int argc, char **argv)
         case 'L': mpi_label = optarg; break;
         case 'n': opt_raw = 0; break;
         case 'P': opt_persistent = 1; break;
+        case 'R': opt_rounds = atoi(optarg); break;
         default: ok = 0;
         }
         if (!ok) snprintf(bad_opt, sizeof bad_opt, "%s", argv[optind - 1]);
@@ -513,8 +537,10 @@ int main(int argc, char **argv)
     for (int i = 0; ok && i < nsizes; i++)
         if (sizes[i] < 8 || sizes[i] % 8 || sizes[i] > ((size_t)1 << 30))
             ok = 0, snprintf(bad_opt, sizeof bad_opt, "size %zu (a multiple of 8 in 8..1G)", sizes[i]);
-    if (ok && (opt_window < 1 || opt_window > MAX_WINDOW || opt_budget <= 0 || nsizes < 1))
-        ok = 0, snprintf(bad_opt, sizeof bad_opt, "--window 1..%d, --budget > 0, --sizes", MAX_WINDOW);
+    if (ok && (opt_window < 1 || opt_window > MAX_WINDOW || opt_budget <= 0 || nsizes < 1 || opt_rounds < 1 ||
+               opt_rounds > MAX_ROUNDS))
+        ok = 0, snprintf(bad_opt, sizeof bad_opt, "--window 1..%d, --budget > 0, --rounds 1..%d, --sizes", MAX_WINDOW,
+                         MAX_ROUNDS);
     if (opt_iters < 1) opt_iters = 1;
     if (opt_warmup < 0) opt_warmup = 0;
 
@@ -532,7 +558,7 @@ int main(int argc, char **argv)
             else fprintf(stderr, "mpibench runs on exactly 2 ranks\n");
             fprintf(stderr, "usage: mpirun -np 2 mpibench [--mem device|host] [--sizes 1K,4K,...] "
                             "[--layouts contig,vector,indexed] [--benchmarks latency,bw] [--iters N] [--warmup N] "
-                            "[--window N] [--budget S] [--csv FILE] [--mpi-label L] [--no-raw] [--persistent]\n");
+                            "[--window N] [--budget S] [--csv FILE] [--mpi-label L] [--no-raw] [--persistent] [--rounds R]\n");
         }
         MPI_Finalize();
         return 2;
@@ -624,43 +650,57 @@ int main(int argc, char **argv)
     int failed = 0, stop[L_COUNT] = {0};
     for (int s = 0; s < nsizes && !failed; s++) {
         size_t bytes = sizes[s];
-        double traw[B_COUNT] = {0, 0}, lat[L_COUNT] = {0};
-        for (int b = 0; b < B_COUNT && opt_raw && !failed; b++) {
-            if (!use_b[b]) continue;
-            meas_t m = {b, 1, NULL, bytes};
-            failed = measure(&m, &traw[b]);
-            if (!failed) row(b, "raw", bytes, traw[b], traw[b]);
-        }
-        for (int l = 0; l < L_COUNT && !failed; l++) {
-            if (!use_l[l]) continue;
-            if (stop[l]) {
-                note(layout_name[l], bytes, "a smaller size's round trip exceeded --budget");
-                continue;
-            }
-            layout_t L;
-            layout_make(l, bytes, &L);
-            for (int b = 0; b < B_COUNT && !failed; b++) {
+        /* Per round: the raw baseline, then every layout; reported: the median over rounds. */
+        double traw[B_COUNT][MAX_ROUNDS] = {{0}}, t[L_COUNT][B_COUNT][MAX_ROUNDS] = {{{0}}}, lat[L_COUNT] = {0};
+        int have[L_COUNT][B_COUNT] = {{0}};
+        layout_t L[L_COUNT];
+        for (int l = 0; l < L_COUNT; l++)
+            if (use_l[l]) layout_make(l, bytes, &L[l]);
+        for (int r = 0; r < opt_rounds && !failed; r++) {
+            for (int b = 0; b < B_COUNT && opt_raw && !failed; b++) {
                 if (!use_b[b]) continue;
-                if (b == B_BW && lat[l] * opt_window > 2 * opt_budget) {
-                    char why[96];
-                    snprintf(why, sizeof why, "bw window would take ~%.1f s (> 2 x --budget)", lat[l] * opt_window);
-                    note(layout_name[l], bytes, why);
+                meas_t m = {b, 1, NULL, bytes};
+                failed = measure(&m, &traw[b][r]);
+            }
+            for (int l = 0; l < L_COUNT && !failed; l++) {
+                if (!use_l[l]) continue;
+                if (stop[l]) {
+                    if (r == 0) note(layout_name[l], bytes, "a smaller size's round trip exceeded --budget");
                     continue;
                 }
-                meas_t m = {b, 0, &L, bytes};
-                double t;
-                failed = measure(&m, &t);
-                if (failed) {
-                    if (rank == 0)
-                        fprintf(stderr, "VERIFY FAILED: %s %s %zu B (mpi=%s)\n", bench_name[b], layout_name[l], bytes,
-                                mpi_label);
-                    break;
+                for (int b = 0; b < B_COUNT && !failed; b++) {
+                    if (!use_b[b]) continue;
+                    if (b == B_BW && lat[l] * opt_window > 2 * opt_budget) {
+                        char why[96];
+                        snprintf(why, sizeof why, "bw window would take ~%.1f s (> 2 x --budget)", lat[l] * opt_window);
+                        if (r == 0) note(layout_name[l], bytes, why);
+                        continue;
+                    }
+                    meas_t m = {b, 0, &L[l], bytes};
+                    failed = measure(&m, &t[l][b][r]);
+                    if (failed) {
+                        if (rank == 0)
+                            fprintf(stderr, "VERIFY FAILED: %s %s %zu B (mpi=%s)\n", bench_name[b], layout_name[l],
+                                    bytes, mpi_label);
+                        break;
+                    }
+                    if (b == B_LAT && r == 0) lat[l] = t[l][b][r];
+                    have[l][b] = 1;
                 }
-                if (b == B_LAT) lat[l] = t;
-                row(b, layout_name[l], bytes, t, opt_raw ? traw[b] : 0);
             }
+        }
+        double mraw[B_COUNT] = {0, 0};
+        for (int b = 0; b < B_COUNT && opt_raw && !failed; b++) {
+            if (!use_b[b]) continue;
+            mraw[b] = median_of(traw[b], opt_rounds);
+            row(b, "raw", bytes, mraw[b], mraw[b], traw[b]);
+        }
+        for (int l = 0; l < L_COUNT; l++) {
+            if (!use_l[l]) continue;
+            for (int b = 0; b < B_COUNT && !failed; b++)
+                if (have[l][b]) row(b, layout_name[l], bytes, median_of(t[l][b], opt_rounds), opt_raw ? mraw[b] : 0, t[l][b]);
             if (lat[l] * 2 > opt_budget) stop[l] = 1;
-            layout_free(&L);
+            layout_free(&L[l]);
         }
     }
 
