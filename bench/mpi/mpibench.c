@@ -39,17 +39,20 @@
  * about --budget s (at least one iteration). A layout whose round trip exceeds --budget is not
  * run at larger sizes, and bw is skipped where 64 one-way latencies exceed 2 x --budget (both
  * printed). --rounds R (default 1): for each size the raw baseline and every layout are measured
- * in turn R times, each measurement with --budget / R, and the median over the rounds is reported
- * (each round's value printed beside it): a baseline measured once, before the layouts, lets
- * drift of the machine between the two (this machine's 4 MiB copies vary by +-20% from one
- * second to the next) land in the ratio.
+ * in turn R times, each measurement with --budget / R; reported: the median time over the rounds
+ * (each round's printed beside it) and, as ratio_to_raw, the median of the rounds' ratios, each
+ * of a layout and the baseline measured seconds apart. A baseline measured once, before the
+ * layouts, lets drift of the machine between the two land in the ratio (one H200's 4 MiB
+ * windows move between ~4.3 and ~5.6 us a message from one second to the next, for the raw copy
+ * and gdte alike).
  *
  * CSV (--csv, appended; header written when the file is empty):
  *   device,commit,gpus,mpi,benchmark,layout,bytes,median_us,gbps,ratio_to_raw
  * device: short GPU name ("H100") or "host"; commit: $GDTETEST_COMMIT, else the configured one;
  * gpus: distinct GPUs used by the two ranks (0 on host memory); mpi: --mpi-label; median_us:
  * per message (one-way for latency, window / 64 for bw); gbps: payload bytes / median_us;
- * ratio_to_raw: raw time / this time for the same benchmark and size (empty on host memory).
+ * ratio_to_raw: raw time / this time for the same benchmark and size (empty on host memory; with
+ * --rounds, the median of the rounds' ratios).
  *
  * Memory: --mem device (cudaMalloc, CUDA builds; rank r uses GPU r % ngpus) or --mem host
  * (malloc, registered as fake device memory when libgdte_mpi.so is preloaded, so that with
@@ -421,13 +424,18 @@ static double median_of(const double *v, int n)
 }
 
 /* One result: `t` the median over the rounds, `rounds` each round's (printed, not in the CSV,
- * when there are several). */
-static void row(int bench, const char *layout, size_t bytes, double t, double traw, const double *rounds)
+ * when there are several); `raws` the raw baseline's rounds (NULL: none). The ratio is the median
+ * of the rounds' ratios, each of a layout and the baseline measured next to each other. */
+static void row(int bench, const char *layout, size_t bytes, double t, const double *raws, const double *rounds)
 {
     if (rank != 0) return;
     double gbps = t > 0 ? (double)bytes / t / 1e9 : 0;
     char ratio[32] = "";
-    if (traw > 0 && t > 0) snprintf(ratio, sizeof ratio, "%.3f", traw / t);
+    if (raws && t > 0) {
+        double q[MAX_ROUNDS];
+        for (int r = 0; r < opt_rounds; r++) q[r] = rounds[r] > 0 ? raws[r] / rounds[r] : 0;
+        snprintf(ratio, sizeof ratio, "%.3f", median_of(q, opt_rounds));
+    }
     if (csv) {
         fprintf(csv, "%s,%s,%d,%s,%s,%s,%zu,%.2f,%.3f,%s\n", device, commit, gpus, mpi_label, bench_name[bench], layout,
                 bytes, t * 1e6, gbps, ratio);
@@ -689,16 +697,13 @@ int main(int argc, char **argv)
                 }
             }
         }
-        double mraw[B_COUNT] = {0, 0};
-        for (int b = 0; b < B_COUNT && opt_raw && !failed; b++) {
-            if (!use_b[b]) continue;
-            mraw[b] = median_of(traw[b], opt_rounds);
-            row(b, "raw", bytes, mraw[b], mraw[b], traw[b]);
-        }
+        for (int b = 0; b < B_COUNT && opt_raw && !failed; b++)
+            if (use_b[b]) row(b, "raw", bytes, median_of(traw[b], opt_rounds), traw[b], traw[b]);
         for (int l = 0; l < L_COUNT; l++) {
             if (!use_l[l]) continue;
             for (int b = 0; b < B_COUNT && !failed; b++)
-                if (have[l][b]) row(b, layout_name[l], bytes, median_of(t[l][b], opt_rounds), opt_raw ? mraw[b] : 0, t[l][b]);
+                if (have[l][b])
+                    row(b, layout_name[l], bytes, median_of(t[l][b], opt_rounds), opt_raw ? traw[b] : NULL, t[l][b]);
             if (lat[l] * 2 > opt_budget) stop[l] = 1;
             layout_free(&L[l]);
         }
