@@ -39,7 +39,8 @@ extern int gdte_fake_device_register(void *ptr, size_t size) __attribute__((weak
 extern int gdte_fake_device_unregister(void *ptr) __attribute__((weak));
 extern int64_t gdte_mpi_counter(const char *name) __attribute__((weak));
 
-static int mt_rank, mt_size, mt_failures, mt_checks;
+static int mt_rank, mt_size;
+static _Atomic int mt_failures, mt_checks; /* counted from any thread */
 static const char *mt_mode;
 
 #define MT_CHECK(cond, ...)                                                              \
@@ -94,7 +95,7 @@ static inline int64_t mt_counter(const char *name) { return gdte_mpi_counter ? g
 
 /* Device messages gdte has handled so far (sends + receives + packs + unpacks). */
 /* Seeded pseudo-random numbers for the tests (splitmix64; the state is the seed). */
-static uint64_t mt_rng_state;
+static _Thread_local uint64_t mt_rng_state; /* per thread: threaded tests draw their own streams */
 static inline uint64_t mt_rnd(void)
 {
     uint64_t z = (mt_rng_state += 0x9E3779B97F4A7C15ull);

@@ -22,6 +22,7 @@
  * Usage: random_test [--cases N] [--seed S] [--first K] [--max-bytes B] [--verbose] [--kinds]
  * Rank 0 and 1 exchange; further ranks only take part in the closing reduction.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include "mpitest.h"
 
@@ -38,8 +39,8 @@ static int64_t max_bytes = 96 * 1024; /* packed bytes of one message */
 
 /* ---- random types ------------------------------------------------------------------------ */
 #define MAX_FREE 256
-static MPI_Datatype to_free[MAX_FREE];
-static int nfree;
+static _Thread_local MPI_Datatype to_free[MAX_FREE];
+static _Thread_local int nfree;
 static MPI_Datatype keep(MPI_Datatype t)
 {
     if (nfree < MAX_FREE) to_free[nfree++] = t;
@@ -297,7 +298,7 @@ typedef struct {
  * export); host: malloc, cudaMallocHost (pinned), malloc + cudaHostRegister. Picked per buffer
  * by the case number. Elsewhere (fake mode, or without the option) cudaMalloc and malloc. */
 static int kinds;
-static int64_t n_kind[2][3];
+static _Atomic int64_t n_kind[2][3];
 static int (*k_malloc_host)(void **, size_t), (*k_free_host)(void *);
 static int (*k_host_register)(void *, size_t, unsigned), (*k_host_unregister)(void *);
 static void kinds_init(void)
@@ -390,7 +391,7 @@ static int mpi_consistent(MPI_Datatype t, int count, int64_t nbytes)
     return outside == 0 && inside == nbytes;
 }
 
-static long n_skipped;
+static _Atomic long n_skipped;
 
 /* ---- one case ---------------------------------------------------------------------------- */
 enum { CALL_SEND_RECV, CALL_ISEND_IRECV_WAIT, CALL_SSEND_IRECV_TEST, CALL_SENDRECV, CALL_PERSISTENT,
@@ -399,7 +400,17 @@ static const char *call_names[] = {"send/recv", "isend/irecv+wait", "ssend/irecv
                                    "persistent", "mprobe/mrecv", "waitany", "waitsome"};
 static const char *pair_names[] = {"host->host", "device->host", "host->device", "device->device"};
 
-static long n_cases, n_trunc, n_bottom, n_outside, n_pair[4];
+static _Atomic long n_cases, n_trunc, n_bottom, n_outside, n_pair[4];
+
+/* --threads T: T threads per rank run the cases (case k on thread k mod T), each on its own
+ * duplicate of MPI_COMM_WORLD, all at once (MPI_THREAD_MULTIPLE): the interposer's state under
+ * concurrent random traffic of every pairing. The checks on process-wide counters (a host
+ * phase moved nothing through gdte, no request record left after a case) hold for one thread
+ * only and are skipped. */
+static int nthreads = 1;
+static _Thread_local MPI_Comm tcomm;
+static _Thread_local int tcomm_set;
+static MPI_Comm rcomm(void) { return tcomm_set ? tcomm : MPI_COMM_WORLD; }
 
 static void describe(int64_t k, const char *what, const rtype_t *st, int sc, const char *rdesc, int rc_, int pair,
                      int call, int mode)
@@ -427,7 +438,7 @@ static void run_case(uint64_t seed, int64_t k)
     if (!mpi_consistent(st.t, sc, nbytes)) {
         n_skipped++;
         free_all();
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(rcomm());
         return;
     }
 
@@ -498,58 +509,58 @@ static void run_case(uint64_t seed, int64_t k)
     if (me_send) {
         MPI_Request q;
         switch (call) {
-        case CALL_SSEND_IRECV_TEST: rc = MPI_Ssend(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD); break;
+        case CALL_SSEND_IRECV_TEST: rc = MPI_Ssend(sbuf, s_cnt, s_use, receiver, tag, rcomm()); break;
         case CALL_ISEND_IRECV_WAIT:
         case CALL_WAITANY:
-            rc = MPI_Isend(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD, &q);
+            rc = MPI_Isend(sbuf, s_cnt, s_use, receiver, tag, rcomm(), &q);
             if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
             break;
         case CALL_SENDRECV: {
             char dummy = 0;
-            rc = MPI_Sendrecv(sbuf, s_cnt, s_use, receiver, tag, &dummy, 0, MPI_CHAR, receiver, tag, MPI_COMM_WORLD,
+            rc = MPI_Sendrecv(sbuf, s_cnt, s_use, receiver, tag, &dummy, 0, MPI_CHAR, receiver, tag, rcomm(),
                               MPI_STATUS_IGNORE);
             break;
         }
         case CALL_PERSISTENT:
-            rc = MPI_Send_init(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD, &q);
+            rc = MPI_Send_init(sbuf, s_cnt, s_use, receiver, tag, rcomm(), &q);
             if (rc == MPI_SUCCESS) rc = MPI_Start(&q);
             if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
             MPI_Request_free(&q);
             break;
-        default: rc = MPI_Send(sbuf, s_cnt, s_use, receiver, tag, MPI_COMM_WORLD); break;
+        default: rc = MPI_Send(sbuf, s_cnt, s_use, receiver, tag, rcomm()); break;
         }
         MT_CHECK(rc == MPI_SUCCESS, "case %lld: send failed (%d)", (long long)k, rc);
         /* A failed send still ends the receive (with a wrong count), so the run goes on. */
-        if (rc != MPI_SUCCESS && call != CALL_SENDRECV) MPI_Send(NULL, 0, MPI_BYTE, receiver, tag, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS && call != CALL_SENDRECV) MPI_Send(NULL, 0, MPI_BYTE, receiver, tag, rcomm());
     } else if (me_recv) {
         MPI_Request q, qs[3];
         int idx, flag, outc, ind[3];
         MPI_Status sts[3];
         switch (call) {
         case CALL_ISEND_IRECV_WAIT:
-            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &q);
+            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, rcomm(), &q);
             if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, &status);
             break;
         case CALL_SSEND_IRECV_TEST:
-            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &q);
+            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, rcomm(), &q);
             flag = 0;
             while (rc == MPI_SUCCESS && !flag) rc = MPI_Test(&q, &flag, &status);
             break;
         case CALL_SENDRECV: {
             char dummy = 0;
-            rc = MPI_Sendrecv(&dummy, 0, MPI_CHAR, sender, tag, rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD,
+            rc = MPI_Sendrecv(&dummy, 0, MPI_CHAR, sender, tag, rbuf, r_cnt, r_use, sender, tag, rcomm(),
                               &status);
             break;
         }
         case CALL_PERSISTENT:
-            rc = MPI_Recv_init(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &q);
+            rc = MPI_Recv_init(rbuf, r_cnt, r_use, sender, tag, rcomm(), &q);
             if (rc == MPI_SUCCESS) rc = MPI_Start(&q);
             if (rc == MPI_SUCCESS) rc = MPI_Wait(&q, &status);
             MPI_Request_free(&q);
             break;
         case CALL_MPROBE: {
             MPI_Message msg;
-            rc = MPI_Mprobe(sender, tag, MPI_COMM_WORLD, &msg, &status);
+            rc = MPI_Mprobe(sender, tag, rcomm(), &msg, &status);
             if (rc == MPI_SUCCESS) rc = MPI_Mrecv(rbuf, r_cnt, r_use, &msg, &status);
             break;
         }
@@ -557,9 +568,9 @@ static void run_case(uint64_t seed, int64_t k)
         case CALL_WAITSOME: {
             /* The receive between two host requests that never complete until cancelled. */
             int dummy[2];
-            MPI_Irecv(&dummy[0], 1, MPI_INT, sender, 32000, MPI_COMM_WORLD, &qs[0]);
-            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &qs[1]);
-            MPI_Irecv(&dummy[1], 1, MPI_INT, sender, 32001, MPI_COMM_WORLD, &qs[2]);
+            MPI_Irecv(&dummy[0], 1, MPI_INT, sender, 32000, rcomm(), &qs[0]);
+            rc = MPI_Irecv(rbuf, r_cnt, r_use, sender, tag, rcomm(), &qs[1]);
+            MPI_Irecv(&dummy[1], 1, MPI_INT, sender, 32001, rcomm(), &qs[2]);
             if (rc == MPI_SUCCESS && call == CALL_WAITANY) {
                 rc = MPI_Waitany(3, qs, &idx, &status);
                 MT_CHECK(idx == 1, "case %lld: Waitany index %d", (long long)k, idx);
@@ -575,10 +586,10 @@ static void run_case(uint64_t seed, int64_t k)
             MPI_Wait(&qs[2], MPI_STATUS_IGNORE);
             break;
         }
-        default: rc = MPI_Recv(rbuf, r_cnt, r_use, sender, tag, MPI_COMM_WORLD, &status); break;
+        default: rc = MPI_Recv(rbuf, r_cnt, r_use, sender, tag, rcomm(), &status); break;
         }
     }
-    if (me_send || me_recv) mt_phase_end(ph, call_names[call]);
+    if ((me_send || me_recv) && nthreads == 1) mt_phase_end(ph, call_names[call]);
 
     if (me_recv) {
         rbuf_download(&rb);
@@ -636,8 +647,9 @@ static void run_case(uint64_t seed, int64_t k)
     }
     if (verbose && mt_rank == 0) describe(k, "ok", &st, sc, rdesc, rcount, pair, call, mode);
     /* Every request of the case is complete and freed: gdte must hold no record either. */
-    MT_CHECK(mt_counter("requests_live") <= 0, "case %lld: %lld gdte request records left", (long long)k,
-             (long long)mt_counter("requests_live"));
+    if (nthreads == 1)
+        MT_CHECK(mt_counter("requests_live") <= 0, "case %lld: %lld gdte request records left", (long long)k,
+                 (long long)mt_counter("requests_live"));
     n_cases++;
     n_pair[pair]++;
     if (bot_s != MPI_DATATYPE_NULL) MPI_Type_free(&bot_s);
@@ -647,7 +659,7 @@ static void run_case(uint64_t seed, int64_t k)
     rbuf_free(&rb);
     free_all();
     /* Keep the two ranks in step: a failed case must not shift the next one's messages. */
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(rcomm());
 }
 
 /* --node-units yes: irregular device messages went GPU to GPU read in place (the node path's
@@ -672,9 +684,41 @@ static void check_node_units(void)
     if (node_units == 0) MT_CHECK(all[0] == 0, "node path in place: %lld sends, want none", all[0]);
 }
 
+typedef struct {
+    MPI_Comm comm;
+    int t;
+    int64_t first, cases;
+    uint64_t seed;
+} worker_t;
+
+static void *worker(void *p)
+{
+    const worker_t *w = p;
+    tcomm = w->comm;
+    tcomm_set = 1;
+    mt_thread_device();
+    for (int64_t k = w->first + w->t; k < w->first + w->cases; k += nthreads) {
+        if (mt_rank < 2) run_case(w->seed, k);
+        else MPI_Barrier(tcomm);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
-    mt_init(&argc, &argv);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--threads")) nthreads = atoi(argv[i + 1]);
+    if (nthreads < 1 || nthreads > 64) nthreads = 1;
+    if (nthreads > 1) {
+        int provided = mt_init_thread(&argc, &argv, MPI_THREAD_MULTIPLE);
+        if (provided < MPI_THREAD_MULTIPLE) {
+            if (mt_rank == 0) printf("random_test --threads: the MPI provides thread level %d only\n", provided);
+            MT_CHECK(0, "MPI_THREAD_MULTIPLE not provided (%d)", provided);
+            return mt_finish("random_test");
+        }
+    } else {
+        mt_init(&argc, &argv);
+    }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int64_t cases = 300, first = 0;
     uint64_t seed = 0x5eed1234;
@@ -686,20 +730,34 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--verbose")) verbose = 1;
         else if (!strcmp(argv[i], "--kinds")) kinds = 1;
         else if (!strcmp(argv[i], "--node-units") && i + 1 < argc) node_units = !strcmp(argv[++i], "yes") ? 1 : 0;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) i++; /* read above */
     }
     const char *env = getenv("GDTETEST_CASES");
     if (env && *env) cases = atoll(env);
     kinds_init();
     if (mt_size < 2) return mt_finish("random_test");
-    if (mt_rank < 2)
+    if (nthreads > 1) {
+        worker_t w[64];
+        pthread_t th[64];
+        for (int t = 0; t < nthreads; t++) {
+            w[t] = (worker_t){MPI_COMM_NULL, t, first, cases, seed};
+            MPI_Comm_dup(MPI_COMM_WORLD, &w[t].comm);
+        }
+        for (int t = 0; t < nthreads; t++) MT_CHECK(pthread_create(&th[t], NULL, worker, &w[t]) == 0, "thread %d", t);
+        for (int t = 0; t < nthreads; t++) pthread_join(th[t], NULL);
+        for (int t = 0; t < nthreads; t++) MPI_Comm_free(&w[t].comm);
+    } else if (mt_rank < 2)
         for (int64_t k = first; k < first + cases; k++) run_case(seed, k);
     else
         for (int64_t k = first; k < first + cases; k++) MPI_Barrier(MPI_COMM_WORLD);
+    char thr[32] = "";
+    if (nthreads > 1) snprintf(thr, sizeof thr, " %d threads,", nthreads);
     if (mt_rank == 0)
-        printf("random_test: seed 0x%llx, %ld cases (h->h %ld, d->h %ld, h->d %ld, d->d %ld), %ld truncated, %ld "
+        printf("random_test: seed 0x%llx,%s %ld cases (h->h %ld, d->h %ld, h->d %ld, d->d %ld), %ld truncated, %ld "
                "MPI_BOTTOM, %ld with buf outside the allocation; %ld skipped (the MPI contradicts its own bounds)\n",
-               (unsigned long long)seed, n_cases, n_pair[0], n_pair[1], n_pair[2], n_pair[3], n_trunc, n_bottom,
-               n_outside, n_skipped);
+               (unsigned long long)seed, thr, (long)n_cases,
+               (long)n_pair[0], (long)n_pair[1], (long)n_pair[2], (long)n_pair[3], (long)n_trunc, (long)n_bottom,
+               (long)n_outside, (long)n_skipped);
     if (kinds && mt_rank == 0)
         printf("random_test --kinds (rank 0's buffers): host malloc %lld, cudaMallocHost %lld, cudaHostRegister %lld; "
                "device cudaMalloc %lld, cudaMallocManaged %lld, cudaMallocAsync %lld\n",
