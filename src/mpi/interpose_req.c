@@ -426,9 +426,15 @@ void gdte_ipo_node_progress(void)
  * application. */
 static int frag_pending(MPI_Request h)
 {
-    if (!gdte_ipo_node_frag_live()) return 0;
-    gdte_ipo_req_t *r = gdte_ipo_req_find(h);
-    return r && r->active && r->node_frag && !r->unpacked;
+    if (!gdte_ipo_node_frag_live() || h == MPI_REQUEST_NULL) return 0;
+    /* Read under the table's lock: another thread's progress pass finishes such a receive
+     * (node_frag, unpacked) under it (MPI_THREAD_MULTIPLE; ThreadSanitizer saw the race). */
+    gdte_ipo_req_t *r;
+    pthread_mutex_lock(&req_lock);
+    HASH_FIND(hh, req_table, &h, sizeof h, r);
+    int pending = r && r->active && r->node_frag && !r->unpacked;
+    pthread_mutex_unlock(&req_lock);
+    return pending;
 }
 
 /* Poll until all (any = 0) or one (any = 1) of the requests is complete (or all are null). */
@@ -620,22 +626,21 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
     gdte_ipo_req_t *r = gdte_ipo_req_find(req);
     if (r && !r->active) r = NULL;
     if (!r || (!r->is_recv && !r->finish)) return IPO_NEXT(Request_get_status)(req, flag, status);
-    if (r->node_frag) {
-        /* A fragmented message still arriving: moved on here (under the table's lock, as the
-         * progress pass does), complete once all of it is in the buffer. */
-        pthread_mutex_lock(&req_lock);
-        int pending = r->node_frag && !r->unpacked && !gdte_ipo_node_frag_progress(r, 0);
-        pthread_mutex_unlock(&req_lock);
-        if (pending) {
-            *flag = 0;
-            return MPI_SUCCESS;
-        }
+    /* A fragmented message still arriving, or a receive pending on a batch: moved on here, under
+     * the table's lock, as another thread's progress pass moves it on (that pass writes
+     * node_frag and unpacked under the lock: read unlocked, ThreadSanitizer saw the race). */
+    pthread_mutex_lock(&req_lock);
+    int pending = r->node_frag && !r->unpacked && !gdte_ipo_node_frag_progress(r, 0);
+    pthread_mutex_unlock(&req_lock);
+    if (pending) {
+        *flag = 0;
+        return MPI_SUCCESS;
     }
     MPI_Status st;
     int rc = IPO_NEXT(Request_get_status)(req, flag, &st);
     /* Complete means the data is in the user's buffer, although the request lives on until a
      * wait or test frees it: unpack now, once. */
-    if (*flag && !r->unpacked && r->finish) {
+    if (*flag && r->finish && !r->unpacked) { /* (progress passes never write these: unlocked) */
         /* A nonblocking collective or reduction (progress passes leave these alone): its unpack
          * or copy back, once. */
         int erc = r->finish(r, &st, rc);
@@ -724,6 +729,15 @@ int gdte_ipo_request_free(MPI_Request *req)
     return MPI_SUCCESS;
 }
 
+/* A started persistent request is active: written under the table's lock, which other threads'
+ * progress passes hold while they read it. */
+static void set_active(gdte_ipo_req_t *r)
+{
+    pthread_mutex_lock(&req_lock);
+    r->active = 1;
+    pthread_mutex_unlock(&req_lock);
+}
+
 int gdte_ipo_start(MPI_Request *req)
 {
     gdte_ipo_req_t *r = req ? gdte_ipo_req_find(*req) : NULL;
@@ -737,7 +751,7 @@ int gdte_ipo_start(MPI_Request *req)
     }
     int rc = IPO_NEXT(Start)(req);
     if (rc == MPI_SUCCESS) {
-        r->active = 1;
+        set_active(r);
         if (r->is_recv && r->kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.recvs++;
     }
     return rc;
@@ -763,7 +777,7 @@ int gdte_ipo_startall(int n, MPI_Request reqs[])
         for (int i = 0; i < n; i++) {
             gdte_ipo_req_t *r = gdte_ipo_req_find(reqs[i]);
             if (r) {
-                r->active = 1;
+                set_active(r);
                 if (r->is_recv && r->kind != GDTE_IPO_HOST) gdte_ipo_cnt_g.recvs++;
             }
         }
