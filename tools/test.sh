@@ -54,7 +54,7 @@ if [ "${GDTETEST_QUICK:-0}" != 1 ]; then
   cmake -S . -B build-ci-tsan "${common[@]}" -DGDTE_GPU=NONE -DGDTE_SANITIZE=thread -DCMAKE_C_COMPILER=clang \
         -DGDTE_BUILD_BENCH=OFF >/dev/null
   cmake --build build-ci-tsan -j "$jobs" --target gdte_mpi threads_test random_test
-  (cd build-ci-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/mpi/tsan-openmpi.supp report_signal_unsafe=0 history_size=4" \
+  (cd build-ci-tsan && TSAN_OPTIONS="suppressions=$PWD/../tests/mpi/tsan-openmpi.supp report_signal_unsafe=0 history_size=4 symbolize=0" \
       ctest -j "$jobs" --output-on-failure -R "^mpi_(threads_np2|random_threads_np2|frag_random_threads_np2|packed_random_threads_np2|packed_threads_np2|frag_threads_np2)$")
 fi
 
