@@ -51,12 +51,19 @@ void gdte_ipo_req_insert(gdte_ipo_req_t *r)
     pthread_mutex_unlock(&req_lock);
 }
 
+/* Under req_lock: the record of handle h, or NULL. */
+static gdte_ipo_req_t *find_locked(MPI_Request h)
+{
+    gdte_ipo_req_t *r;
+    HASH_FIND(hh, req_table, &h, sizeof h, r);
+    return r;
+}
+
 gdte_ipo_req_t *gdte_ipo_req_find(MPI_Request h)
 {
     if (h == MPI_REQUEST_NULL || atomic_load_explicit(&req_live, memory_order_acquire) == 0) return NULL;
-    gdte_ipo_req_t *r;
     pthread_mutex_lock(&req_lock);
-    HASH_FIND(hh, req_table, &h, sizeof h, r);
+    gdte_ipo_req_t *r = find_locked(h);
     pthread_mutex_unlock(&req_lock);
     return r;
 }
@@ -429,9 +436,8 @@ static int frag_pending(MPI_Request h)
     if (!gdte_ipo_node_frag_live() || h == MPI_REQUEST_NULL) return 0;
     /* Read under the table's lock: another thread's progress pass finishes such a receive
      * (node_frag, unpacked) under it (MPI_THREAD_MULTIPLE; ThreadSanitizer saw the race). */
-    gdte_ipo_req_t *r;
     pthread_mutex_lock(&req_lock);
-    HASH_FIND(hh, req_table, &h, sizeof h, r);
+    const gdte_ipo_req_t *r = find_locked(h);
     int pending = r && r->active && r->node_frag && !r->unpacked;
     pthread_mutex_unlock(&req_lock);
     return pending;
@@ -629,12 +635,14 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
     /* A fragmented message still arriving, or a receive pending on a batch: moved on here, under
      * the table's lock, as another thread's progress pass moves it on (that pass writes
      * node_frag and unpacked under the lock: read unlocked, ThreadSanitizer saw the race). */
-    pthread_mutex_lock(&req_lock);
-    int pending = r->node_frag && !r->unpacked && !gdte_ipo_node_frag_progress(r, 0);
-    pthread_mutex_unlock(&req_lock);
-    if (pending) {
-        *flag = 0;
-        return MPI_SUCCESS;
+    if (gdte_ipo_node_frag_live()) { /* (none in flight anywhere: no lock per poll) */
+        pthread_mutex_lock(&req_lock);
+        int pending = r->node_frag && !r->unpacked && !gdte_ipo_node_frag_progress(r, 0);
+        pthread_mutex_unlock(&req_lock);
+        if (pending) {
+            *flag = 0;
+            return MPI_SUCCESS;
+        }
     }
     MPI_Status st;
     int rc = IPO_NEXT(Request_get_status)(req, flag, &st);
