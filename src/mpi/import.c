@@ -626,8 +626,10 @@ static gdte_status_t cache_derived(MPI_Datatype dt, gdte_type_h t)
     import_entry_t *e = malloc(sizeof *e);
     if (!e) return GDTE_ERR_NO_MEMORY;
     e->type = t;
-    atomic_init(&e->committed, 0);
-    atomic_init(&e->validated, 0);
+    /* Stores, not atomic_init: once the attribute is set another thread may read the flags
+     * (MPI_THREAD_MULTIPLE; ThreadSanitizer saw atomic_init's plain write race such a read). */
+    atomic_store_explicit(&e->committed, 0, memory_order_relaxed);
+    atomic_store_explicit(&e->validated, 0, memory_order_relaxed);
     if (MPI_Type_set_attr(dt, type_keyval, e) != MPI_SUCCESS) {
         free(e);
         return GDTE_ERR_INTERNAL;
