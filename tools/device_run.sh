@@ -763,6 +763,31 @@ section_bench_remote() {
     "$csv" | sort -k2,2 -k3,3 -k4,4n -k1,1 | tee -a "$SUMMARY"
 }
 
+# How much of a nonblocking device send hides behind the application's work (bench/mpi/overlap):
+# to another node, forced (GDTETEST_NODE_SPLIT=1: fragments through pinned host staging; a
+# nonblocking send returns with its pack queued), and within the node (the node path). Rows:
+# $OUT/overlap-<device>.csv, mpi = plain-remote / plain-node. Environment: OVERLAP_SIZES.
+section_bench_overlap() {
+  mpi_build || return
+  local dev csv label log rc split
+  dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' -' '\n\n' | grep -m1 -E '^[A-Z]+[0-9]')
+  dev=$(echo "${dev:-gpu}" | tr 'A-Z' 'a-z')
+  csv="$OUT/overlap-${dev}.csv"
+  rm -f "$csv"
+  for label in plain-remote plain-node; do
+    split=$([ $label = plain-remote ] && echo 1 || echo 0)
+    log="$OUT/overlap-$label.log"
+    timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT \
+      -x GDTETEST_NODE_SPLIT=$split -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
+      "$MPI_BUILD/bench/mpi/overlap" --mem device --mpi-label "$label" --csv "$csv" \
+      --sizes "${OVERLAP_SIZES:-64K,1M,4M,16M}" >"$log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && record "bench_overlap:$label" ok "$(grep -cE '^(contig|vector) ' "$log") rows" ||
+      record "bench_overlap:$label" FAIL "rc=$rc, see $(basename "$log")"
+  done
+  [ -s "$csv" ] && { echo "== overlap ($(basename "$csv")) =="; cat "$csv"; } | tee -a "$SUMMARY"
+}
+
 # The MPI GPU test programs (built against the image's Open MPI, same ABI) run on the CUDA-aware
 # Open MPI in .deps/ompi-cuda (ob1 + smcuda), under gdte's interposer, which then stages in
 # device memory (GDTE_MPI_GPU_AWARE=auto must find MPIX_Query_cuda_support() = 1: checked in the

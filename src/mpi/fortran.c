@@ -2,7 +2,9 @@
  * Fortran bindings of the calls gdte carries (point-to-point, persistent, completion, pack, the
  * collectives and reductions, blocking, nonblocking and persistent) and of those it refuses
  * (refuse.h: one-sided, MPI-IO, local), so that a Fortran program gets the same refusal as a C
- * one instead of an MPI reading device memory.
+ * one instead of an MPI reading device memory; and of the synchronisation calls that may block
+ * inside the MPI (shims_sync.c: MPI_Barrier, window synchronisation, closing and syncing files),
+ * before which gdte posts what a peer may be waiting for.
  *
  * Open MPI's Fortran libraries (libmpi_mpifh for mpif.h and `use mpi`, libmpi_usempif08 for
  * `use mpi_f08`) call PMPI_* directly, so a Fortran program would bypass the C MPI_* functions
@@ -715,6 +717,50 @@ static void f_win_attach(F *win, void *base, MPI_Aint *size, F *ierr)
     ret(ierr, MPI_Win_attach(CW(win), fbuf(base), *size));
 }
 
+/* Synchronisation with no buffer (shims_sync.c): before the MPI may block, the fragments of
+ * nonblocking device sends to other nodes are posted, so the Fortran names must reach the same
+ * C shims. */
+static void f_barrier(F *comm, F *ierr) { ret(ierr, MPI_Barrier(CC(comm))); }
+static void f_win_fence(F *assert, F *win, F *ierr) { ret(ierr, MPI_Win_fence((int)*assert, CW(win))); }
+static void f_win_lock(F *type, F *rank, F *assert, F *win, F *ierr)
+{
+    ret(ierr, MPI_Win_lock((int)*type, (int)*rank, (int)*assert, CW(win)));
+}
+static void f_win_lock_all(F *assert, F *win, F *ierr) { ret(ierr, MPI_Win_lock_all((int)*assert, CW(win))); }
+static void f_win_unlock(F *rank, F *win, F *ierr) { ret(ierr, MPI_Win_unlock((int)*rank, CW(win))); }
+static void f_win_unlock_all(F *win, F *ierr) { ret(ierr, MPI_Win_unlock_all(CW(win))); }
+static void f_win_flush(F *rank, F *win, F *ierr) { ret(ierr, MPI_Win_flush((int)*rank, CW(win))); }
+static void f_win_flush_all(F *win, F *ierr) { ret(ierr, MPI_Win_flush_all(CW(win))); }
+static void f_win_flush_local(F *rank, F *win, F *ierr) { ret(ierr, MPI_Win_flush_local((int)*rank, CW(win))); }
+static void f_win_flush_local_all(F *win, F *ierr) { ret(ierr, MPI_Win_flush_local_all(CW(win))); }
+static void f_win_start(F *group, F *assert, F *win, F *ierr)
+{
+    ret(ierr, MPI_Win_start(MPI_Group_f2c(*group), (int)*assert, CW(win)));
+}
+static void f_win_complete(F *win, F *ierr) { ret(ierr, MPI_Win_complete(CW(win))); }
+static void f_win_post(F *group, F *assert, F *win, F *ierr)
+{
+    ret(ierr, MPI_Win_post(MPI_Group_f2c(*group), (int)*assert, CW(win)));
+}
+static void f_win_wait(F *win, F *ierr) { ret(ierr, MPI_Win_wait(CW(win))); }
+static void f_win_free(F *win, F *ierr)
+{
+    MPI_Win w = CW(win);
+    int rc = MPI_Win_free(&w);
+    if (rc == MPI_SUCCESS) *win = MPI_Win_c2f(w);
+    ret(ierr, rc);
+}
+static void f_file_sync(F *fh, F *ierr) { ret(ierr, MPI_File_sync(CF(fh))); }
+static void f_file_close(F *fh, F *ierr)
+{
+    MPI_File f = CF(fh);
+    int rc = MPI_File_close(&f);
+    if (rc == MPI_SUCCESS) *fh = MPI_File_c2f(f);
+    ret(ierr, rc);
+}
+static void f_file_set_size(F *fh, MPI_Offset *size, F *ierr) { ret(ierr, MPI_File_set_size(CF(fh), *size)); }
+static void f_file_preallocate(F *fh, MPI_Offset *size, F *ierr) { ret(ierr, MPI_File_preallocate(CF(fh), *size)); }
+
 /* MPI-IO: explicit offsets, individual and shared file pointers, with a status, with a request,
  * and split collectives (begin: no status, end: the buffer and a status). */
 #define IO_STATUS(lower, Camel, FPOS, CPOS)                                                    \
@@ -867,7 +913,13 @@ static void f_buffer_attach(void *buffer, F *size, F *ierr) { ret(ierr, MPI_Buff
     X(file_write_all_begin, FILE_WRITE_ALL_BEGIN) X(file_write_all_end, FILE_WRITE_ALL_END) \
     X(file_read_ordered_begin, FILE_READ_ORDERED_BEGIN) X(file_read_ordered_end, FILE_READ_ORDERED_END) \
     X(file_write_ordered_begin, FILE_WRITE_ORDERED_BEGIN) X(file_write_ordered_end, FILE_WRITE_ORDERED_END) \
-    X(pack_external, PACK_EXTERNAL) X(unpack_external, UNPACK_EXTERNAL) X(buffer_attach, BUFFER_ATTACH)
+    X(pack_external, PACK_EXTERNAL) X(unpack_external, UNPACK_EXTERNAL) X(buffer_attach, BUFFER_ATTACH) \
+    X(barrier, BARRIER) X(win_fence, WIN_FENCE) X(win_lock, WIN_LOCK) X(win_lock_all, WIN_LOCK_ALL) \
+    X(win_unlock, WIN_UNLOCK) X(win_unlock_all, WIN_UNLOCK_ALL) X(win_flush, WIN_FLUSH) X(win_flush_all, WIN_FLUSH_ALL) \
+    X(win_flush_local, WIN_FLUSH_LOCAL) X(win_flush_local_all, WIN_FLUSH_LOCAL_ALL) X(win_start, WIN_START) \
+    X(win_complete, WIN_COMPLETE) X(win_post, WIN_POST) X(win_wait, WIN_WAIT) X(win_free, WIN_FREE) \
+    X(file_sync, FILE_SYNC) X(file_close, FILE_CLOSE) X(file_set_size, FILE_SET_SIZE) \
+    X(file_preallocate, FILE_PREALLOCATE)
 /* The persistent collectives: X(lower, UPPER) of <naming>_<lower>_init. */
 #define GDTE_FORTRAN_PINIT_LIST(X) \
     X(alltoall, ALLTOALL) X(alltoallv, ALLTOALLV) X(alltoallw, ALLTOALLW) X(allgather, ALLGATHER) \

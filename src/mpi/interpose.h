@@ -128,6 +128,10 @@ typedef struct gdte_ipo_counters {
                                                (GDTETEST_NODE_PIPELINE) */
     _Atomic int64_t node_frag_sends;        /* device messages to other nodes sent in fragments (HOW_FRAGS) */
     _Atomic int64_t node_frag_recvs;        /* ... and received (any receive buffer) */
+    _Atomic int64_t node_frag_async;        /* ... nonblocking ones that returned before every fragment
+                                               was posted (the rest posted by later calls) */
+    _Atomic int64_t node_frag_flushes;      /* calls that may block in the MPI and posted such
+                                               fragments first (gdte_ipo_block_flush) */
     _Atomic int64_t host_cut_scratch;       /* host receives a marker would cut inside an element: into scratch */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
@@ -169,6 +173,11 @@ typedef struct gdte_ipo_req {
     MPI_Status fixed_st;  /* a receive finished ahead of its completion call: its status */
     int fixed_rc;         /* ... and its error code (raised by the completion call) */
     void *node_frag;      /* a receive whose fragmented message (HOW_FRAGS) is still arriving */
+    /* A send not yet complete for the application although the MPI completed its request (a
+     * nonblocking send to another node whose fragments are still being packed): MPI_Test,
+     * MPI_Testall and MPI_Request_get_status answer "not yet" while pending(r) returns 1; the
+     * other completion calls wait for it in finish. */
+    int (*pending)(struct gdte_ipo_req *r);
     UT_hash_handle hh;
     struct gdte_ipo_req *next_orphan;
 } gdte_ipo_req_t;
@@ -217,9 +226,26 @@ void gdte_ipo_orphans_drain(void);
  * buffer to the application, flushes it first: one load when nothing is pending. */
 extern _Atomic int gdte_ipo_pending_g;
 void gdte_ipo_pending_flush_slow(void);
+/* (Nonblocking sends to other nodes still being packed: below.) */
+extern _Atomic int gdte_ipo_frag_unposted_g;
+void gdte_ipo_node_frag_advance(int block);
 static inline void gdte_ipo_pending_flush(void)
 {
     if (atomic_load_explicit(&gdte_ipo_pending_g, memory_order_acquire)) gdte_ipo_pending_flush_slow();
+    if (atomic_load_explicit(&gdte_ipo_frag_unposted_g, memory_order_acquire)) gdte_ipo_node_frag_advance(0);
+}
+
+/* ---- nonblocking sends to other nodes not yet wholly posted (interpose_node.c) ----
+ * Such a send returns with its pack queued on the GPU; its fragments are posted as they land,
+ * by every later call (gdte_ipo_pending_flush, which every shim runs, posts those that have
+ * landed: one load when there are none). Every call that may block inside the MPI, where gdte
+ * cannot progress, posts them all first, waiting for the GPU alone (gdte_ipo_block_flush): a
+ * peer that waits for them could otherwise hold that call hostage (MPI_Barrier after an
+ * MPI_Isend whose receiver sits in MPI_Recv). */
+static inline void gdte_ipo_block_flush(void)
+{
+    if (atomic_load_explicit(&gdte_ipo_pending_g, memory_order_acquire)) gdte_ipo_pending_flush_slow();
+    if (atomic_load_explicit(&gdte_ipo_frag_unposted_g, memory_order_acquire)) gdte_ipo_node_frag_advance(1);
 }
 
 /* ---- point to point (interpose_p2p.c) ---- */

@@ -414,6 +414,8 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"node_pipelined", gdte_ipo_cnt_g.node_pipelined},
         {"node_frag_sends", gdte_ipo_cnt_g.node_frag_sends},
         {"node_frag_recvs", gdte_ipo_cnt_g.node_frag_recvs},
+        {"node_frag_async", gdte_ipo_cnt_g.node_frag_async},
+        {"node_frag_flushes", gdte_ipo_cnt_g.node_frag_flushes},
         {"host_cut_scratch", gdte_ipo_cnt_g.host_cut_scratch},
         {"node_recvs", gdte_ipo_cnt_g.node_recvs},
         {"requests_live", gdte_ipo_req_live()},

@@ -1263,18 +1263,34 @@ int gdte_ipo_node_persistent_start(gdte_ipo_req_t *r)
  * message; then the pack pipeline (xfer.c) packs and copies the message to pinned host staging
  * fragment by fragment, and each fragment is posted to the MPI as soon as its bytes are on the
  * host, while the next ones are packed: the network moves fragment k while the GPU packs k+1.
- * The call returns once every fragment is posted (a process blocked in a call gdte does not see
- * could not post the rest); the request is the marker's, and the staging goes when the MPI has
- * sent every fragment (any later gdte call reaps them, MPI_Finalize waits for them). */
+ *
+ * A blocking send posts every fragment before it returns. A nonblocking one (MPI_Isend, Issend,
+ * Irsend) queues the whole pack on the GPU and returns: its fragments are posted by every later
+ * gdte call as they land (gdte_ipo_node_frag_advance), the completion of its request waits for
+ * the rest (the buffer is free only once all of it is packed), and so does every call that may
+ * block inside the MPI where gdte cannot progress (MPI_Barrier, blocking collectives, window
+ * synchronisation, file calls: gdte_ipo_block_flush), since a peer waiting for these fragments
+ * could otherwise hold such a call hostage. The staging goes when the MPI has sent
+ * every fragment (any later gdte call reaps them, MPI_Finalize waits for them). */
 typedef struct frag_send {
     gdte_stage_t *stage;
     int n, posted;   /* fragments; posted so far */
     int dest, tag;   /* on frag_comm */
+    int64_t frag, nbytes;
+    gdte_xfer_job_t *job; /* a nonblocking send's queued pack (NULL: all of it landed) */
+    gdte_status_t st;     /* its first error (reported when the request completes) */
+    int held;             /* the application's request still refers to it */
+    void *mk;             /* the marker, kept until that request completes */
     MPI_Request *reqs;
     int cap;         /* reqs' length (kept when the record is recycled) */
-    struct frag_send *next;
+    struct frag_send *next, *prev;
 } frag_send_t;
-static frag_send_t *frag_sends; /* in flight (utlist), under node_lock */
+/* In flight, oldest first (utlist), and every move of one (posting, testing, freeing): under
+ * frag_lock, taken before node_lock where both are held. The packs of nonblocking sends run in
+ * their order on the same two streams, so while one has a fragment still on its way no later one
+ * has anything landed: the nonblocking passes stop at the first such send. */
+static pthread_mutex_t frag_lock = PTHREAD_MUTEX_INITIALIZER;
+static frag_send_t *frag_sends;
 static _Atomic int frag_sends_n;
 /* Recycled records of fragmented sends and receives, their arrays kept (under node_lock): a
  * steady stream of messages allocates nothing. */
@@ -1318,8 +1334,12 @@ static frag_send_t *frag_send_get(int n)
 
 static void frag_send_free(frag_send_t *fs)
 {
+    gdte_xfer_job_end(fs->job);
+    fs->job = NULL;
     if (fs->stage) gdte_stage_release(fs->stage);
     fs->stage = NULL;
+    free(fs->mk);
+    fs->mk = NULL;
     pthread_mutex_lock(&node_lock);
     if (frag_send_npool < ISEND_KEEP) {
         LL_PREPEND(frag_send_pool, fs);
@@ -1328,32 +1348,6 @@ static void frag_send_free(frag_send_t *fs)
     }
     pthread_mutex_unlock(&node_lock);
     if (fs) free(fs->reqs), free(fs);
-}
-
-/* Sends whose fragments have all gone release their staging; `block`: wait for all. */
-static void frag_sends_reap(int block)
-{
-    if (!atomic_load_explicit(&frag_sends_n, memory_order_relaxed)) return;
-    pthread_mutex_lock(&node_lock);
-    frag_send_t *list = frag_sends, *keep = NULL, *fs, *tmp;
-    frag_sends = NULL;
-    pthread_mutex_unlock(&node_lock);
-    LL_FOREACH_SAFE(list, fs, tmp) {
-        LL_DELETE(list, fs);
-        int flag = 0;
-        if (block) PMPI_Waitall(fs->n, fs->reqs, MPI_STATUSES_IGNORE), flag = 1;
-        else PMPI_Testall(fs->n, fs->reqs, &flag, MPI_STATUSES_IGNORE);
-        if (flag) {
-            frag_sends_n--;
-            frag_send_free(fs);
-        } else {
-            LL_PREPEND(keep, fs);
-        }
-    }
-    if (!keep) return;
-    pthread_mutex_lock(&node_lock);
-    LL_CONCAT(frag_sends, keep);
-    pthread_mutex_unlock(&node_lock);
 }
 
 static gdte_status_t frag_post(void *arg, int64_t off, int64_t len)
@@ -1365,6 +1359,117 @@ static gdte_status_t frag_post(void *arg, int64_t off, int64_t len)
     if (rc != MPI_SUCCESS) return GDTE_ERR_TRANSPORT;
     fs->posted++;
     return GDTE_OK;
+}
+
+/* Post the fragments of a nonblocking send that have landed (`block`: all of them, waiting for
+ * the GPU: it depends on no other process). Every fragment is posted even after a pack error,
+ * since the receiver waits for all of them; the error is the request's. Under frag_lock. */
+static void frag_advance_locked(frag_send_t *fs, int block)
+{
+    if (fs->posted == fs->n) return;
+    int64_t landed = fs->n;
+    if (fs->job) {
+        gdte_status_t st = gdte_xfer_job_landed(fs->job, block, &landed);
+        if (st != GDTE_OK && fs->st == GDTE_OK) fs->st = st;
+        if (st != GDTE_OK && block) landed = fs->n;
+    }
+    while (fs->posted < landed) {
+        int64_t off = (int64_t)fs->posted * fs->frag;
+        if (frag_post(fs, off, fs->nbytes - off < fs->frag ? fs->nbytes - off : fs->frag) != GDTE_OK) {
+            /* The MPI refused a fragment: the receiver will never have the message. */
+            gdte_error("%d of %d fragments of a message to process %d could not be posted", fs->n - fs->posted, fs->n,
+                       fs->dest);
+            if (fs->st == GDTE_OK) fs->st = GDTE_ERR_TRANSPORT;
+            fs->posted = fs->n; /* (nothing more is tried; reqs past it stay null) */
+            break;
+        }
+    }
+    if (fs->posted == fs->n && fs->job) {
+        gdte_xfer_job_end(fs->job); /* every byte is on the host: the ring and the type go */
+        fs->job = NULL;
+        gdte_ipo_frag_unposted_g--;
+    }
+}
+
+/* Sends whose fragments have all gone release their staging; nonblocking ones post what has
+ * landed. `block`: post and wait for all (MPI_Finalize). A thread that finds another one at it
+ * leaves it to that one, unless it must block. */
+static void frag_sends_reap(int block)
+{
+    if (!atomic_load_explicit(&frag_sends_n, memory_order_relaxed)) return;
+    if (block) pthread_mutex_lock(&frag_lock);
+    else if (pthread_mutex_trylock(&frag_lock)) return;
+    frag_send_t *fs, *tmp;
+    int stalled = 0;
+    DL_FOREACH_SAFE(frag_sends, fs, tmp) {
+        if (!stalled) frag_advance_locked(fs, block);
+        stalled |= fs->posted < fs->n;
+        int flag = 0;
+        if (block) PMPI_Waitall(fs->n, fs->reqs, MPI_STATUSES_IGNORE), flag = 1;
+        else PMPI_Testall(fs->posted, fs->reqs, &flag, MPI_STATUSES_IGNORE);
+        if (flag && fs->posted == fs->n && !fs->held) {
+            DL_DELETE(frag_sends, fs);
+            frag_sends_n--;
+            frag_send_free(fs);
+        }
+    }
+    pthread_mutex_unlock(&frag_lock);
+}
+
+_Atomic int gdte_ipo_frag_unposted_g; /* nonblocking sends with fragments not yet posted */
+
+void gdte_ipo_node_frag_advance(int block)
+{
+    if (!atomic_load_explicit(&gdte_ipo_frag_unposted_g, memory_order_acquire)) return;
+    if (block) pthread_mutex_lock(&frag_lock);
+    else if (pthread_mutex_trylock(&frag_lock)) return;
+    frag_send_t *fs;
+    int n = 0;
+    DL_FOREACH(frag_sends, fs) {
+        if (fs->posted == fs->n) continue;
+        n++;
+        frag_advance_locked(fs, block);
+        if (fs->posted < fs->n) break; /* (not blocking: the later ones are behind it) */
+    }
+    pthread_mutex_unlock(&frag_lock);
+    if (block && n) gdte_ipo_cnt_g.node_frag_flushes++;
+}
+
+/* Completion of a nonblocking send's request: the rest of its fragments posted (the buffer is
+ * free once all of it is packed), and the pack's error, if any, is the request's. */
+static int frag_send_finish(gdte_ipo_req_t *r, MPI_Status *st, int rc)
+{
+    (void)st;
+    frag_send_t *fs = r->ctx;
+    pthread_mutex_lock(&frag_lock);
+    frag_advance_locked(fs, 1);
+    gdte_status_t s = fs->st;
+    pthread_mutex_unlock(&frag_lock);
+    if (rc == MPI_SUCCESS && s != GDTE_OK) return gdte_ipo_fail(r->comm, "MPI_Wait", s);
+    return rc;
+}
+
+/* MPI_Test and the like: whether the send still has fragments on their way (those landed are
+ * posted first). */
+static int frag_send_pending(gdte_ipo_req_t *r)
+{
+    frag_send_t *fs = r->ctx;
+    pthread_mutex_lock(&frag_lock);
+    frag_advance_locked(fs, 0);
+    int pending = fs->posted < fs->n;
+    pthread_mutex_unlock(&frag_lock);
+    return pending;
+}
+
+static void frag_send_fini(gdte_ipo_req_t *r)
+{
+    frag_send_t *fs = r->ctx;
+    r->ctx = NULL;
+    if (!fs) return;
+    pthread_mutex_lock(&frag_lock);
+    frag_advance_locked(fs, 1); /* (a request that failed in the MPI before its completion ran) */
+    fs->held = 0;
+    pthread_mutex_unlock(&frag_lock);
 }
 
 /* While the next fragment is packed: the MPI moves the posted ones. */
@@ -1402,6 +1507,8 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
     uint64_t cookie = atomic_fetch_add(&next_cookie, 1);
     fs->dest = nc->world[dest];
     fs->tag = (int)(1 + cookie % (uint64_t)(tag_ub > 1 ? tag_ub - 1 : 1));
+    fs->frag = frag;
+    fs->nbytes = nbytes;
     mk->magic = MARK_MAGIC;
     mk->cookie = cookie;
     mk->nbytes = nbytes;
@@ -1410,6 +1517,15 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
     mk->rows = n;
     mk->width = frag;
     mk->pid = (int64_t)getpid();
+    /* A nonblocking send queues its pack before the marker goes (a failure to queue is then
+     * this call's error, with nothing sent). */
+    if (req) st = gdte_xfer_pack_to_host_start(buf, count, type, fake, fs->stage->ptr, nbytes, frag, &fs->job);
+    if (st != GDTE_OK) {
+        frag_send_free(fs);
+        free(mk);
+        gdte_ipo_req_destroy(r);
+        return gdte_ipo_fail(comm, fn, st);
+    }
     MPI_Request mreq = MPI_REQUEST_NULL;
     int rc = post_announcement(nc, dest, tag, cookie, nbytes, NULL, 0);
     if (rc == MPI_SUCCESS) rc = next_mark_send(mode, mk, dest, tag, comm, &mreq);
@@ -1419,41 +1535,45 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
         if (r) gdte_ipo_req_destroy(r);
         return rc;
     }
-    /* The receiver now waits for n fragments: a pack that fails still sends them all (what
-     * the staging holds), and the error is this call's. */
-    gdte_xfer_notify_t nt = {frag_post, frag_idle, fs, frag};
-    st = gdte_xfer_pack_to_host_notify(buf, count, type, fake, fs->stage->ptr, nbytes, &nt);
-    while (fs->posted < n) {
-        int64_t off = (int64_t)fs->posted * frag;
-        if (frag_post(fs, off, nbytes - off < frag ? nbytes - off : frag) != GDTE_OK) break;
-    }
-    if (fs->posted < n) {
-        /* The MPI refused a fragment: the receiver will never have the message. */
-        gdte_error("%s: %d of %d fragments of a message to rank %d could not be posted", fn, n - fs->posted, n, dest);
-        if (st == GDTE_OK) st = GDTE_ERR_TRANSPORT;
-    }
-    pthread_mutex_lock(&node_lock);
-    LL_PREPEND(frag_sends, fs);
-    frag_sends_n++;
-    pthread_mutex_unlock(&node_lock);
     gdte_ipo_cnt_g.sends++;
     gdte_ipo_cnt_g.node_frag_sends++;
     gdte_ipo_cnt_g.bytes_packed += nbytes;
     gdte_debug("%s: %lld bytes of device data to a process of another node, in %d fragment(s) of %lld bytes", fn,
                (long long)nbytes, n, (long long)frag);
-    if (st != GDTE_OK) {
-        /* The marker is out: its request goes on in the background. */
-        if (r) gdte_ipo_req_destroy(r);
-        PMPI_Request_free(&mreq);
-        return gdte_ipo_fail(comm, fn, st); /* mk stays: the MPI may still read it */
-    }
     if (req) {
-        /* The marker's request is the application's; it cannot be cancelled once the fragments
-         * are posted (gdte_ipo_cancel). */
+        /* The marker's request is the application's; it cannot be cancelled (gdte_ipo_cancel):
+         * the fragments go in any case. */
+        fs->held = 1;
+        fs->mk = mk;
+        gdte_ipo_frag_unposted_g++;
+        pthread_mutex_lock(&frag_lock);
+        frag_advance_locked(fs, 0);
+        if (fs->posted < fs->n) gdte_ipo_cnt_g.node_frag_async++;
+        DL_APPEND(frag_sends, fs);
+        frag_sends_n++;
+        pthread_mutex_unlock(&frag_lock);
         *req = mreq;
-        send_record(r, mreq, GDTE_IPO_HOST, comm, mk, free_ctx, 1);
+        send_record(r, mreq, GDTE_IPO_HOST, comm, fs, frag_send_fini, 1);
+        r->finish = frag_send_finish;
+        r->pending = frag_send_pending;
         gdte_ipo_req_insert(r);
         return MPI_SUCCESS;
+    }
+    /* The receiver now waits for n fragments: a pack that fails still sends them all (what
+     * the staging holds), and the error is this call's. */
+    gdte_xfer_notify_t nt = {frag_post, frag_idle, fs, frag};
+    st = gdte_xfer_pack_to_host_notify(buf, count, type, fake, fs->stage->ptr, nbytes, &nt);
+    pthread_mutex_lock(&frag_lock);
+    fs->st = st;
+    frag_advance_locked(fs, 1);
+    st = fs->st;
+    DL_APPEND(frag_sends, fs);
+    frag_sends_n++;
+    pthread_mutex_unlock(&frag_lock);
+    if (st != GDTE_OK) {
+        /* The marker is out: its request goes on in the background. */
+        PMPI_Request_free(&mreq);
+        return gdte_ipo_fail(comm, fn, st); /* mk stays: the MPI may still read it */
     }
     gdte_ipo_node_block(1, &mreq, 0); /* a synchronous send's marker: our own marker receives meanwhile */
     rc = PMPI_Wait(&mreq, MPI_STATUS_IGNORE);

@@ -488,8 +488,9 @@ int gdte_ipo_test(MPI_Request *req, int *flag, MPI_Status *status)
     gdte_ipo_req_t *r = req ? claim_active(*req) : NULL;
     if (!r) return IPO_NEXT(Test)(req, flag, status);
     MPI_Status st;
-    if (r->node_frag && !r->unpacked) {
-        /* Its fragments are still arriving (the progress pass above moved them on). */
+    if ((r->node_frag && !r->unpacked) || (r->pending && !r->unpacked && r->pending(r))) {
+        /* Its fragments are still arriving (the progress pass above moved them on), or still
+         * being packed. */
         gdte_ipo_req_insert(r);
         *flag = 0;
         return MPI_SUCCESS;
@@ -551,8 +552,9 @@ int gdte_ipo_testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]
     if (gdte_ipo_node_on()) gdte_ipo_node_progress();
     if (claim_many(n, reqs) <= 0) return IPO_NEXT(Testall)(n, reqs, flag, statuses);
     for (int i = 0; i < n; i++)
-        if (claimed[i] && claimed[i]->node_frag && !claimed[i]->unpacked) {
-            /* A fragmented message still arriving: not all are complete. */
+        if (claimed[i] && !claimed[i]->unpacked &&
+            (claimed[i]->node_frag || (claimed[i]->pending && claimed[i]->pending(claimed[i])))) {
+            /* A fragmented message still arriving, or still being packed: not all are complete. */
             unclaim(n, -1);
             *flag = 0;
             return MPI_SUCCESS;
@@ -643,6 +645,10 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
             *flag = 0;
             return MPI_SUCCESS;
         }
+    }
+    if (r->pending && !r->unpacked && r->pending(r)) { /* (a send still being packed) */
+        *flag = 0;
+        return MPI_SUCCESS;
     }
     MPI_Status st;
     int rc = IPO_NEXT(Request_get_status)(req, flag, &st);

@@ -57,28 +57,28 @@ GDTE_IPO_EXPORT int MPI_Finalize(void)
 GDTE_IPO_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     IPO_OFF_RETURN(Send, buf, count, dt, dest, tag, comm);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     return gdte_ipo_send(GDTE_IPO_STD, buf, count, dt, dest, tag, comm);
 }
 
 GDTE_IPO_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     IPO_OFF_RETURN(Ssend, buf, count, dt, dest, tag, comm);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     return gdte_ipo_send(GDTE_IPO_SYNC, buf, count, dt, dest, tag, comm);
 }
 
 GDTE_IPO_EXPORT int MPI_Bsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     IPO_OFF_RETURN(Bsend, buf, count, dt, dest, tag, comm);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     return gdte_ipo_send(GDTE_IPO_BUFFERED, buf, count, dt, dest, tag, comm);
 }
 
 GDTE_IPO_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     IPO_OFF_RETURN(Rsend, buf, count, dt, dest, tag, comm);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     return gdte_ipo_send(GDTE_IPO_READY, buf, count, dt, dest, tag, comm);
 }
 
@@ -120,7 +120,7 @@ GDTE_IPO_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, 
                              MPI_Status *status)
 {
     IPO_OFF_RETURN(Recv, buf, count, dt, source, tag, comm, status);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     return gdte_ipo_recv(buf, count, dt, source, tag, comm, status);
 }
 
@@ -136,7 +136,7 @@ GDTE_IPO_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt,
                                  int rcount, MPI_Datatype rdt, int source, int rtag, MPI_Comm comm, MPI_Status *status)
 {
     IPO_OFF_RETURN(Sendrecv, sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     return gdte_ipo_sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, source, rtag, comm, status);
 }
 
@@ -144,14 +144,14 @@ GDTE_IPO_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, 
                                          int rtag, MPI_Comm comm, MPI_Status *status)
 {
     IPO_OFF_RETURN(Sendrecv_replace, buf, count, dt, dest, stag, source, rtag, comm, status);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     return gdte_ipo_sendrecv_replace(buf, count, dt, dest, stag, source, rtag, comm, status);
 }
 
 GDTE_IPO_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *status)
 {
     IPO_OFF_RETURN(Mrecv, buf, count, dt, msg, status);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     return gdte_ipo_mrecv(buf, count, dt, msg, status);
 }
 
@@ -165,7 +165,7 @@ GDTE_IPO_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Messag
 GDTE_IPO_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status)
 {
     IPO_OFF_RETURN(Mprobe, source, tag, comm, msg, status);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     MPI_Status st;
     int rc, flag = 1;
     if (gdte_ipo_node_on()) {
@@ -201,7 +201,7 @@ GDTE_IPO_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, M
 GDTE_IPO_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     IPO_OFF_RETURN(Probe, source, tag, comm, status);
-    gdte_ipo_pending_flush();
+    gdte_ipo_block_flush();
     if (!gdte_ipo_node_on()) return IPO_NEXT(Probe)(source, tag, comm, status);
     MPI_Status st;
     int rc, flag = 0;
@@ -384,6 +384,7 @@ GDTE_IPO_EXPORT int MPI_Type_free(MPI_Datatype *dt)
  * Collective calls: every member makes the shadow alike. */
 #define NODE_NEW(call, newcomm)                                             \
     do {                                                                    \
+        if (gdte_ipo_on()) gdte_ipo_block_flush();                          \
         int rc_ = (call);                                                   \
         if (rc_ == MPI_SUCCESS && gdte_ipo_on() && gdte_ipo_node_on())      \
             gdte_ipo_node_comm_new(*(newcomm));                            \

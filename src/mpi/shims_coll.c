@@ -15,7 +15,8 @@
     do {                                                       \
         const gdte_coll_args_t a = {__VA_ARGS__};              \
         if (!gdte_ipo_on()) return gdte_ipo_coll_next(&a);     \
-        gdte_ipo_pending_flush();                              \
+        if (a.req) gdte_ipo_pending_flush();                   \
+        else gdte_ipo_block_flush();                           \
         return gdte_ipo_coll(&a);                              \
     } while (0)
 

@@ -12,21 +12,23 @@
 #include "interpose_reduce.h"
 
 /* The body of a shim: off, or on without a device buffer possible, the next definition's call
- * `next`; else gdte's `carry`. */
-#define RED_SHIM(next, carry)                                                  \
+ * `next`; else gdte's `carry`. `flush`: gdte_ipo_block_flush for a blocking call (which may
+ * block inside the MPI), gdte_ipo_pending_flush for the others. */
+#define RED_SHIM_F(flush, next, carry)                                         \
     do {                                                                       \
-        if (!gdte_ipo_on() || (gdte_ipo_pending_flush(), !gdte_red_checking() && !gdte_red_node_possible())) \
+        if (!gdte_ipo_on() || (flush(), !gdte_red_checking() && !gdte_red_node_possible())) \
             return next;                                                       \
         return carry;                                                          \
     } while (0)
+#define RED_SHIM(next, carry) RED_SHIM_F(gdte_ipo_pending_flush, next, carry)
 #define HOW(...) ((gdte_red_how_t){__VA_ARGS__})
 
 /* Blocking (req NULL) and nonblocking shims of one reduction. */
 #define RED_PAIR(name, iname, params, args, f)                                                         \
     GDTE_IPO_EXPORT int MPI_##name(GDTE_PI_UNPAREN params, MPI_Comm comm)                              \
     {                                                                                                  \
-        RED_SHIM(RED_NEXT(name)(GDTE_PI_UNPAREN args, comm),                                           \
-                 gdte_red_##f(GDTE_PI_UNPAREN args, comm, HOW(.req = NULL)));                          \
+        RED_SHIM_F(gdte_ipo_block_flush, RED_NEXT(name)(GDTE_PI_UNPAREN args, comm),                   \
+                   gdte_red_##f(GDTE_PI_UNPAREN args, comm, HOW(.req = NULL)));                        \
     }                                                                                                  \
     GDTE_IPO_EXPORT int MPI_##iname(GDTE_PI_UNPAREN params, MPI_Comm comm, MPI_Request *request)       \
     {                                                                                                  \

@@ -135,7 +135,7 @@ __attribute__((constructor)) static void rf_resolve_next(void)
     GDTE_IPO_EXPORT int name params                                       \
     {                                                                     \
         if (gdte_ipo_on()) {                                              \
-            gdte_ipo_pending_flush();                                     \
+            gdte_ipo_block_flush();                                       \
             if (rf_checking()) {                                          \
                 const char *bad_ = NULL;                                  \
                 gdte_ipo_kind_t bad_kind_ = GDTE_IPO_HOST;                \

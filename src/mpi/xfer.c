@@ -50,9 +50,17 @@ typedef struct xfer_gpu {
     gdte_stream_t s_pack, s_copy;
     gdte_gpu_event_t ev_a[XFER_MAX_DEPTH], ev_b[XFER_MAX_DEPTH];
     gdte_gpu_event_t ev_app; /* the application's default-stream work, before our streams */
+    /* The ring of the asynchronous packs (gdte_xfer_pack_to_host_start), shared by all of them:
+     * their work is queued in order on the two streams, so fragment g of all time takes slot
+     * g mod a_depth after the copy that last used it (a_copied[slot]), on the GPU. */
+    gdte_stage_t *a_ring;
+    int64_t a_slot, a_depth, a_next;
+    int a_used[XFER_MAX_DEPTH];
+    gdte_gpu_event_t a_packed[XFER_MAX_DEPTH], a_copied[XFER_MAX_DEPTH];
 } xfer_gpu_t;
 
 static pthread_mutex_t xfer_lock = PTHREAD_MUTEX_INITIALIZER;
+static void ev_free_all_locked(void);
 static xfer_gpu_t G;
 static _Atomic int64_t n_fragments, n_zero_copies, n_copy_engine;
 
@@ -74,6 +82,8 @@ static gdte_status_t gpu_setup_locked(void)
     for (int i = 0; i < XFER_MAX_DEPTH; i++) {
         if ((st = gdte_gpu_event_create(&G.ev_a[i], 0)) != GDTE_OK) return st;
         if ((st = gdte_gpu_event_create(&G.ev_b[i], 0)) != GDTE_OK) return st;
+        if ((st = gdte_gpu_event_create(&G.a_packed[i], 0)) != GDTE_OK) return st;
+        if ((st = gdte_gpu_event_create(&G.a_copied[i], 0)) != GDTE_OK) return st;
     }
     G.ready = 1;
     return GDTE_OK;
@@ -82,10 +92,16 @@ static gdte_status_t gpu_setup_locked(void)
 void gdte_xfer_finalize(void)
 {
     pthread_mutex_lock(&xfer_lock);
+    ev_free_all_locked();
     if (G.ready) {
+        (void)gdte_gpu_stream_synchronize(G.s_pack);
+        (void)gdte_gpu_stream_synchronize(G.s_copy);
+        if (G.a_ring) gdte_stage_release(G.a_ring);
         for (int i = 0; i < XFER_MAX_DEPTH; i++) {
             gdte_gpu_event_destroy(G.ev_a[i]);
             gdte_gpu_event_destroy(G.ev_b[i]);
+            gdte_gpu_event_destroy(G.a_packed[i]);
+            gdte_gpu_event_destroy(G.a_copied[i]);
         }
         gdte_gpu_event_destroy(G.ev_app);
         gdte_gpu_stream_destroy(G.s_pack);
@@ -217,8 +233,10 @@ int gdte_xfer_copy_engine_fits(gdte_type_h type, int64_t count, int64_t nbytes)
 }
 
 /* The copy-engine path (see XFER_CE_MAX). Returns GDTE_ERR_UNSUPPORTED when the message does not
- * qualify, before anything was queued. */
-static gdte_status_t run_copy_engine(const xfer_t *x, int unpack, void *host, int host_pinned, int64_t nbytes)
+ * qualify, before anything was queued. `done` (pack only): recorded on the pack stream after the
+ * copy instead of waiting for it (an asynchronous job). */
+static gdte_status_t run_copy_engine(const xfer_t *x, int unpack, void *host, int host_pinned, int64_t nbytes,
+                                     gdte_gpu_event_t done)
 {
     gdte_layout_t L;
     int shape = (host_pinned || x->fake) ? ce_shape(x->type, x->count, nbytes, unpack, &L) : 0;
@@ -264,7 +282,9 @@ static gdte_status_t run_copy_engine(const xfer_t *x, int unpack, void *host, in
         memcpy((char *)scratch->ptr + h + 1, (const char *)host + h, h);
         st = x_copy2d(x, u, h, scratch->ptr, h + 1, h, 2);
     }
-    if (!x->fake) {
+    if (!x->fake && done && !scratch) {
+        if (st == GDTE_OK) st = gdte_gpu_event_record(done, G.s_pack);
+    } else if (!x->fake) {
         gdte_status_t s2 = gdte_gpu_stream_synchronize(G.s_pack);
         if (st == GDTE_OK) st = s2;
     }
@@ -319,7 +339,7 @@ static gdte_status_t run_pipeline(const xfer_t *x, int unpack, void *host, int h
     if (nt) goto ring;
 
     if (gdte_knob(GDTE_KNOB_ZERO_COPY) != ZC_ON) {
-        st = run_copy_engine(x, unpack, host, host_pinned, nbytes);
+        st = run_copy_engine(x, unpack, host, host_pinned, nbytes, NULL);
         if (st != GDTE_ERR_UNSUPPORTED) return st;
         st = GDTE_OK;
     }
@@ -426,6 +446,175 @@ gdte_status_t gdte_xfer_unpack_from_host(const void *src, int src_pinned, int64_
                                          gdte_type_h type, int fake)
 {
     return xfer_run(user, count, type, fake, 1, (void *)src, src_pinned, nbytes, NULL);
+}
+
+/* ---- asynchronous packs into host memory (nonblocking sends to other nodes) ----
+ * Everything is queued at once: fragment k is packed into a slot of the shared ring (G.a_ring)
+ * on the pack stream, after the copy that last used that slot (by its event: a slot is reused in
+ * the GPU's order, never waited for on the host), then copied to the host on the copy stream,
+ * after which the fragment's own event is recorded: the caller learns which fragments have
+ * landed without blocking. The job holds its events and a reference to the type (the
+ * application may free its datatype once the send is posted) until gdte_xfer_job_end. */
+struct gdte_xfer_job {
+    int fake, fake_queries;
+    int64_t nfrag, landed;
+    gdte_status_t st;     /* the first error of queueing or of a fragment's work */
+    gdte_type_h type;
+    gdte_gpu_event_t *ev; /* one per fragment: on the host */
+    int64_t nev;          /* taken so far */
+};
+
+/* Recycled events (creating one is a driver call), under xfer_lock. */
+#define XFER_EV_KEEP 4096
+static gdte_gpu_event_t ev_free[XFER_EV_KEEP];
+static int ev_nfree;
+
+static gdte_status_t ev_get_locked(gdte_gpu_event_t *e)
+{
+    if (ev_nfree) {
+        *e = ev_free[--ev_nfree];
+        return GDTE_OK;
+    }
+    return gdte_gpu_event_create(e, 0);
+}
+
+static void ev_put_locked(gdte_gpu_event_t e)
+{
+    if (ev_nfree < XFER_EV_KEEP) ev_free[ev_nfree++] = e;
+    else gdte_gpu_event_destroy(e);
+}
+
+static void ev_free_all_locked(void)
+{
+    while (ev_nfree) gdte_gpu_event_destroy(ev_free[--ev_nfree]);
+}
+
+/* The shared ring with slots of at least `frag` bytes, `depth` of them: a ring too small is
+ * replaced once the streams have drained (the work queued on it done). */
+static gdte_status_t a_ring_locked(int64_t frag, int64_t depth)
+{
+    if (G.a_ring && G.a_slot >= frag && G.a_depth == depth) return GDTE_OK;
+    gdte_status_t st;
+    if ((st = gdte_gpu_stream_synchronize(G.s_pack)) != GDTE_OK || (st = gdte_gpu_stream_synchronize(G.s_copy)) != GDTE_OK)
+        return st;
+    if (G.a_ring) gdte_stage_release(G.a_ring);
+    G.a_ring = NULL;
+    int64_t slot = (frag + 4095) & ~(int64_t)4095;
+    if (G.a_slot > slot && G.a_depth == depth) slot = G.a_slot;
+    if ((st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)(slot * depth), &G.a_ring)) != GDTE_OK) return st;
+    G.a_slot = slot;
+    G.a_depth = depth;
+    G.a_next = 0;
+    memset(G.a_used, 0, sizeof G.a_used);
+    return GDTE_OK;
+}
+
+static gdte_status_t job_queue_locked(const xfer_t *x, gdte_xfer_job_t *j, char *dst, int64_t nbytes, int64_t frag)
+{
+    gdte_status_t st;
+    if (!(j->ev = calloc((size_t)j->nfrag, sizeof *j->ev))) return GDTE_ERR_NO_MEMORY;
+    for (; j->nev < j->nfrag; j->nev++)
+        if ((st = ev_get_locked(&j->ev[j->nev])) != GDTE_OK) return st;
+    /* After the application's default-stream work, as in run_pipeline. */
+    if ((st = gdte_gpu_event_record(G.ev_app, NULL)) != GDTE_OK ||
+        (st = gdte_gpu_stream_wait_event(G.s_pack, G.ev_app)) != GDTE_OK)
+        return st;
+    if (j->nfrag == 1 && gdte_knob(GDTE_KNOB_ZERO_COPY) != ZC_ON) {
+        /* One fragment: the copy engines alone where the layout allows (no kernel). */
+        st = run_copy_engine(x, 0, dst, 1, nbytes, j->ev[0]);
+        if (st != GDTE_ERR_UNSUPPORTED) return st;
+    }
+    int64_t depth = gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
+    if (depth > XFER_MAX_DEPTH) depth = XFER_MAX_DEPTH;
+    if ((st = a_ring_locked(frag, depth)) != GDTE_OK) return st;
+    for (int64_t k = 0; k < j->nfrag; k++) {
+        int64_t off = k * frag;
+        int64_t len = nbytes - off < frag ? nbytes - off : frag;
+        int64_t slot = G.a_next % G.a_depth;
+        char *r = (char *)G.a_ring->ptr + slot * G.a_slot;
+        if (G.a_used[slot] && (st = gdte_gpu_stream_wait_event(G.s_pack, G.a_copied[slot])) != GDTE_OK) return st;
+        if ((st = x_exec(x, 0, r, off, len, 1)) != GDTE_OK) return st;
+        if ((st = gdte_gpu_event_record(G.a_packed[slot], G.s_pack)) != GDTE_OK) return st;
+        if ((st = gdte_gpu_stream_wait_event(G.s_copy, G.a_packed[slot])) != GDTE_OK) return st;
+        if ((st = gdte_gpu_memcpy_async(dst + off, r, (size_t)len, G.s_copy)) != GDTE_OK) return st;
+        if ((st = gdte_gpu_event_record(G.a_copied[slot], G.s_copy)) != GDTE_OK) return st;
+        if ((st = gdte_gpu_event_record(j->ev[k], G.s_copy)) != GDTE_OK) return st;
+        G.a_used[slot] = 1;
+        G.a_next++;
+        n_fragments++;
+    }
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_xfer_pack_to_host_start(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
+                                           int64_t nbytes, int64_t frag, gdte_xfer_job_t **job_p)
+{
+    *job_p = NULL;
+    if (frag <= 0 || nbytes <= 0) return GDTE_ERR_INVALID_ARG;
+    gdte_xfer_job_t *j = calloc(1, sizeof *j);
+    if (!j) return GDTE_ERR_NO_MEMORY;
+    j->fake = fake;
+    j->nfrag = (nbytes + frag - 1) / frag;
+    xfer_t x = {.fake = fake, .user = (void *)user, .count = count, .type = type};
+    gdte_status_t st;
+    if (fake) {
+        /* The fake device copies synchronously; gdte_xfer_job_landed then reports the fragments
+         * one per query, as a GPU's trickle in, so CI runs the caller's handling of fragments
+         * still on their way. */
+        st = run_pipeline(&x, 0, dst, 1, nbytes, NULL);
+    } else {
+        pthread_mutex_lock(&xfer_lock);
+        st = gpu_setup_locked();
+        if (st == GDTE_OK) st = job_queue_locked(&x, j, dst, nbytes, frag);
+        if (st != GDTE_OK) {
+            /* Part of it may be queued: drained before the ring and events go. */
+            (void)gdte_gpu_stream_synchronize(G.s_pack);
+            (void)gdte_gpu_stream_synchronize(G.s_copy);
+        }
+        pthread_mutex_unlock(&xfer_lock);
+    }
+    if (st != GDTE_OK) {
+        gdte_xfer_job_end(j);
+        return st;
+    }
+    gdte_type_retain(type);
+    j->type = type;
+    *job_p = j;
+    return GDTE_OK;
+}
+
+gdte_status_t gdte_xfer_job_landed(gdte_xfer_job_t *j, int block, int64_t *landed_p)
+{
+    if (j->fake) {
+        /* The first query finds nothing landed, each later one a fragment more. */
+        if (block) j->landed = j->nfrag;
+        else if (j->fake_queries++ && j->landed < j->nfrag) j->landed++;
+    }
+    while (!j->fake && j->landed < j->nfrag && j->st == GDTE_OK) {
+        gdte_gpu_event_t e = j->ev[j->landed];
+        gdte_status_t q = block ? gdte_gpu_event_synchronize(e) : gdte_gpu_event_query(e);
+        if (q == GDTE_INPROGRESS) break;
+        if (q != GDTE_OK) j->st = q;
+        else j->landed++;
+    }
+    *landed_p = j->landed;
+    return j->st;
+}
+
+void gdte_xfer_job_end(gdte_xfer_job_t *j)
+{
+    if (!j) return;
+    /* The copies run in order on one stream: the last one done, all of the message is on the
+     * host (after an error in queueing, the caller drained the streams). */
+    if (!j->fake && j->nev == j->nfrag) (void)gdte_gpu_event_synchronize(j->ev[j->nfrag - 1]);
+    if (j->nev) {
+        pthread_mutex_lock(&xfer_lock);
+        for (int64_t i = 0; i < j->nev; i++) ev_put_locked(j->ev[i]);
+        pthread_mutex_unlock(&xfer_lock);
+    }
+    free(j->ev);
+    if (j->type) gdte_type_release(j->type);
+    free(j);
 }
 
 /* Device staging (an MPI that moves device memory): one kernel between the user's layout and the

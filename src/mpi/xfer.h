@@ -40,6 +40,16 @@ typedef struct gdte_xfer_notify {
 } gdte_xfer_notify_t;
 gdte_status_t gdte_xfer_pack_to_host_notify(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
                                             int64_t nbytes, const gdte_xfer_notify_t *nt);
+/* The same without waiting: everything is queued and the call returns; the job reports which
+ * fragments of `frag` bytes have landed in `dst`, in order (`block`: wait for all), and holds
+ * what the queued work uses (device ring, events, a reference to `type`) until
+ * gdte_xfer_job_end, which waits for the work first. On an error nothing is left queued and no
+ * job is made. A message of one fragment takes the copy engines alone where its layout allows. */
+typedef struct gdte_xfer_job gdte_xfer_job_t;
+gdte_status_t gdte_xfer_pack_to_host_start(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
+                                           int64_t nbytes, int64_t frag, gdte_xfer_job_t **job_p);
+gdte_status_t gdte_xfer_job_landed(gdte_xfer_job_t *job, int block, int64_t *landed_p);
+void gdte_xfer_job_end(gdte_xfer_job_t *job);
 /* (A message of one fragment goes the way of gdte_xfer_pack_to_host, `dst` taken as pinned.) */
 /* Bytes [0, nbytes) of the packed stream, read from host memory `src`, into (user, count, type).
  * nbytes may be shorter than the whole stream (a short message). */

@@ -9,6 +9,9 @@
  *    message (not the marker);
  *  - a send followed by MPI_Barrier while the receive was posted before the barrier, and an
  *    Isend, barrier, wait against a receive after the barrier (legal programs that must not hang);
+ *  - an Isend whose receiver waits in MPI_Recv while the sender sits in MPI_Barrier, a blocking
+ *    collective, a synchronous host send or MPI_Win_fence before its MPI_Wait (a nonblocking send
+ *    to another node returns with its fragments still being packed: those calls post them);
  *  - a receive shorter than the message: MPI_ERR_TRUNCATE and the bytes that fit;
  *  - probe then receive with wildcards: the probe states the message's size;
  *  - order per (source, tag) across fragmented, small and host messages;
@@ -168,15 +171,21 @@ static void completion(int round, int how, int dev)
 }
 
 /* Send then barrier against a receive posted before the barrier; Isend, barrier, wait against a
- * receive after it; a synchronous send; a ready send into a posted receive. */
-static void barriers(int round, int dev)
+ * receive after it; a synchronous send; a ready send into a posted receive. Then an Isend whose
+ * receiver waits for it in a blocking MPI_Recv while the sender sits in a call that blocks inside
+ * the MPI before its MPI_Wait: MPI_Barrier, a blocking collective on host buffers, a synchronous
+ * host send the receiver takes only after the device message, MPI_Win_fence. A nonblocking send
+ * to another node returns with its fragments still being packed; each of these calls must post
+ * them first or the program hangs. */
+static void barriers(int round, int dev, MPI_Win win)
 {
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 8; k++) {
         msg_t m;
         msg_new(&m, rr(30000, 120000), 1, dev, k == 3 ? !dev : dev, k == 1, (unsigned)(7000 + 10 * round + k));
         char what[96];
         snprintf(what, sizeof what, "round %d barrier case %d", round, k);
         if (getenv("FT_DEBUG")) fprintf(stderr, "[%d] %s\n", mt_rank, what);
+        int host = 7 + round, got = -1;
         if (mt_rank == 0) {
             if (k == 0) {
                 MT_MPI(MPI_Send(m.s.buf, m.sc, m.st, 1, 3, MPI_COMM_WORLD));
@@ -189,15 +198,29 @@ static void barriers(int round, int dev)
             } else if (k == 2) {
                 MT_MPI(MPI_Ssend(m.s.buf, m.sc, m.st, 1, 3, MPI_COMM_WORLD));
                 MPI_Barrier(MPI_COMM_WORLD);
-            } else {
+            } else if (k == 3) {
                 MPI_Barrier(MPI_COMM_WORLD); /* the receive is posted */
                 MT_MPI(MPI_Rsend(m.s.buf, m.sc, m.st, 1, 3, MPI_COMM_WORLD));
+            } else {
+                MPI_Request q;
+                MT_MPI(MPI_Isend(m.s.buf, m.sc, m.st, 1, 3, MPI_COMM_WORLD, &q));
+                if (k == 4) MPI_Barrier(MPI_COMM_WORLD);
+                if (k == 5) MT_MPI(MPI_Allreduce(&host, &got, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+                if (k == 6) MT_MPI(MPI_Ssend(&host, 1, MPI_INT, 1, 4, MPI_COMM_WORLD));
+                if (k == 7) MT_MPI(MPI_Win_fence(0, win));
+                MT_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
             }
         } else {
             MPI_Status st;
             if (k == 1) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 MT_MPI(MPI_Recv(m.r.buf, m.rc, m.rt, 0, 3, MPI_COMM_WORLD, &st));
+            } else if (k >= 4) {
+                MT_MPI(MPI_Recv(m.r.buf, m.rc, m.rt, 0, 3, MPI_COMM_WORLD, &st));
+                if (k == 4) MPI_Barrier(MPI_COMM_WORLD);
+                if (k == 5) MT_MPI(MPI_Allreduce(&host, &got, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+                if (k == 6) MT_MPI(MPI_Recv(&got, 1, MPI_INT, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                if (k == 7) MT_MPI(MPI_Win_fence(0, win));
             } else {
                 MPI_Request q;
                 MT_MPI(MPI_Irecv(m.r.buf, m.rc, m.rt, 0, 3, MPI_COMM_WORLD, &q));
@@ -206,6 +229,8 @@ static void barriers(int round, int dev)
             }
             msg_check(&m, m.rc, &st, what);
         }
+        if (k == 5) MT_CHECK(got == 2 * host, "%s: allreduce gave %d, not %d", what, got, 2 * host);
+        if (k == 6 && mt_rank == 1) MT_CHECK(got == host, "%s: host message %d, not %d", what, got, host);
         msg_free(&m);
         MPI_Barrier(MPI_COMM_WORLD);
     }
@@ -275,10 +300,16 @@ int main(int argc, char **argv)
     }
     mt_rng_state = seed; /* both ranks draw the same types */
     int dev = mt_expect_gdte();
+    int wbuf[4] = {0};
+    MPI_Win win;
+    MT_MPI(MPI_Win_create(wbuf, sizeof wbuf, sizeof wbuf[0], MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    MT_MPI(MPI_Win_fence(0, win));
     for (int r = 0; r < rounds; r++) {
         for (int how = 0; how < 4; how++) completion(r, how, dev);
-        barriers(r, dev);
+        barriers(r, dev, win);
         truncation_and_order(r, dev);
     }
+    MT_MPI(MPI_Win_fence(0, win));
+    MT_MPI(MPI_Win_free(&win));
     return mt_finish("frag_test");
 }
