@@ -1493,11 +1493,13 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
 {
     int64_t frag = frag_size_for(nbytes);
     int n = (int)((nbytes + frag - 1) / frag);
+    double t0 = gdte_log_level_g >= GDTE_LOG_DEBUG ? gdte_time_now() : 0, t1 = t0, t2 = t0;
     frag_send_t *fs = frag_send_get(n);
     mark_t *mk = calloc(1, sizeof *mk);
     gdte_ipo_req_t *r = req ? gdte_ipo_req_new() : NULL;
     gdte_status_t st = !fs || !mk || (req && !r) ? GDTE_ERR_NO_MEMORY : GDTE_OK;
     if (st == GDTE_OK) st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)nbytes, &fs->stage);
+    if (t0) t1 = gdte_time_now();
     if (st != GDTE_OK) {
         if (fs) frag_send_free(fs);
         free(mk);
@@ -1520,6 +1522,7 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
     /* A nonblocking send queues its pack before the marker goes (a failure to queue is then
      * this call's error, with nothing sent). */
     if (req) st = gdte_xfer_pack_to_host_start(buf, count, type, fake, fs->stage->ptr, nbytes, frag, &fs->job);
+    if (t0) t2 = gdte_time_now();
     if (st != GDTE_OK) {
         frag_send_free(fs);
         free(mk);
@@ -1552,6 +1555,11 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
         DL_APPEND(frag_sends, fs);
         frag_sends_n++;
         pthread_mutex_unlock(&frag_lock);
+        if (t0)
+            gdte_debug("%s: %lld bytes to another node: staging %.1f us, pack queued in %.1f us, marker and %d of %d "
+                       "fragments posted by %.1f us",
+                       fn, (long long)nbytes, (t1 - t0) * 1e6, (t2 - t1) * 1e6, fs->posted, fs->n,
+                       (gdte_time_now() - t0) * 1e6);
         *req = mreq;
         send_record(r, mreq, GDTE_IPO_HOST, comm, fs, frag_send_fini, 1);
         r->finish = frag_send_finish;
