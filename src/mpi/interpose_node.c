@@ -143,6 +143,7 @@ enum { PEER_IPC = 1, PEER_FRAG = 2 };
 static int64_t frag_min = FRAG_MIN;   /* GDTETEST_NODE_FRAG_MIN: tests */
 static int64_t drain_s = 30;          /* MPI_Finalize's wait for unanswered sends; GDTETEST_NODE_DRAIN_S: tests */
 static int64_t frag_size_test;        /* GDTETEST_NODE_FRAG_SIZE: tests (0: the pipeline's choice) */
+static int frag_timed;                /* GDTETEST_FRAG_TIMES: where a nonblocking send's time goes (info) */
 static int world_rank, world_size, tag_ub;
 /* Persistent sends' FIN tags (pers_tag_get): the freed ones, and the next never used. */
 static pthread_mutex_t pers_tag_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -599,6 +600,7 @@ int gdte_ipo_node_init(void)
     if (getenv("GDTETEST_NODE_FRAG_MIN")) frag_min = atoll(getenv("GDTETEST_NODE_FRAG_MIN"));
     if (getenv("GDTETEST_NODE_DRAIN_S")) drain_s = atoll(getenv("GDTETEST_NODE_DRAIN_S"));
     if (getenv("GDTETEST_NODE_FRAG_SIZE")) frag_size_test = atoll(getenv("GDTETEST_NODE_FRAG_SIZE"));
+    frag_timed = getenv("GDTETEST_FRAG_TIMES") != NULL;
     if (frag_min < GDTE_IPO_MARK_BYTES + 1) frag_min = GDTE_IPO_MARK_BYTES + 1;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
     send_packed = getenv("GDTETEST_NODE_PACKED") && atoi(getenv("GDTETEST_NODE_PACKED"));
@@ -1493,7 +1495,7 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
 {
     int64_t frag = frag_size_for(nbytes);
     int n = (int)((nbytes + frag - 1) / frag);
-    double t0 = gdte_log_level_g >= GDTE_LOG_DEBUG ? gdte_time_now() : 0, t1 = t0, t2 = t0;
+    double t0 = frag_timed ? gdte_time_now() : 0, t1 = t0, t2 = t0;
     frag_send_t *fs = frag_send_get(n);
     mark_t *mk = calloc(1, sizeof *mk);
     gdte_ipo_req_t *r = req ? gdte_ipo_req_new() : NULL;
@@ -1555,11 +1557,14 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
         DL_APPEND(frag_sends, fs);
         frag_sends_n++;
         pthread_mutex_unlock(&frag_lock);
-        if (t0)
-            gdte_debug("%s: %lld bytes to another node: staging %.1f us, pack queued in %.1f us, marker and %d of %d "
-                       "fragments posted by %.1f us",
-                       fn, (long long)nbytes, (t1 - t0) * 1e6, (t2 - t1) * 1e6, fs->posted, fs->n,
-                       (gdte_time_now() - t0) * 1e6);
+        if (t0) {
+            double jt[3] = {0, 0, 0};
+            if (fs->job) gdte_xfer_job_times(fs->job, jt);
+            gdte_info("%s: %lld bytes to another node: staging %.1f us, pack queued in %.1f us (packs %.1f, events "
+                      "%.1f, copies %.1f), marker and %d of %d fragments posted by %.1f us",
+                      fn, (long long)nbytes, (t1 - t0) * 1e6, (t2 - t1) * 1e6, jt[0] * 1e6, jt[1] * 1e6, jt[2] * 1e6,
+                      fs->posted, fs->n, (gdte_time_now() - t0) * 1e6);
+        }
         *req = mreq;
         send_record(r, mreq, GDTE_IPO_HOST, comm, fs, frag_send_fini, 1);
         r->finish = frag_send_finish;

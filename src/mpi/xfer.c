@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "xfer.h"
 #include "staging.h"
@@ -57,6 +58,7 @@ typedef struct xfer_gpu {
     int64_t a_slot, a_depth, a_next;
     int a_used[XFER_MAX_DEPTH];
     gdte_gpu_event_t a_packed[XFER_MAX_DEPTH], a_copied[XFER_MAX_DEPTH];
+    int timed; /* GDTETEST_FRAG_TIMES */
 } xfer_gpu_t;
 
 static pthread_mutex_t xfer_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,6 +81,7 @@ static gdte_status_t gpu_setup_locked(void)
     if ((st = gdte_gpu_stream_create(&G.s_pack)) != GDTE_OK) return st;
     if ((st = gdte_gpu_stream_create(&G.s_copy)) != GDTE_OK) return st;
     if ((st = gdte_gpu_event_create(&G.ev_app, 0)) != GDTE_OK) return st;
+    G.timed = getenv("GDTETEST_FRAG_TIMES") != NULL;
     for (int i = 0; i < XFER_MAX_DEPTH; i++) {
         if ((st = gdte_gpu_event_create(&G.ev_a[i], 0)) != GDTE_OK) return st;
         if ((st = gdte_gpu_event_create(&G.ev_b[i], 0)) != GDTE_OK) return st;
@@ -462,6 +465,8 @@ struct gdte_xfer_job {
     gdte_type_h type;
     gdte_gpu_event_t *ev; /* one per fragment: on the host */
     int64_t nev;          /* taken so far */
+    double t_exec, t_order, t_copy; /* with `timed`: host seconds queueing packs, events, copies */
+    int timed;
 };
 
 /* Recycled events (creating one is a driver call), under xfer_lock. */
@@ -532,18 +537,33 @@ static gdte_status_t job_queue_locked(const xfer_t *x, gdte_xfer_job_t *j, char 
         int64_t len = nbytes - off < frag ? nbytes - off : frag;
         int64_t slot = G.a_next % G.a_depth;
         char *r = (char *)G.a_ring->ptr + slot * G.a_slot;
+        double t0 = j->timed ? gdte_time_now() : 0, t1 = 0, t2 = 0, t3 = 0;
         if (G.a_used[slot] && (st = gdte_gpu_stream_wait_event(G.s_pack, G.a_copied[slot])) != GDTE_OK) return st;
+        if (j->timed) t1 = gdte_time_now();
         if ((st = x_exec(x, 0, r, off, len, 1)) != GDTE_OK) return st;
+        if (j->timed) t2 = gdte_time_now();
         if ((st = gdte_gpu_event_record(G.a_packed[slot], G.s_pack)) != GDTE_OK) return st;
         if ((st = gdte_gpu_stream_wait_event(G.s_copy, G.a_packed[slot])) != GDTE_OK) return st;
+        if (j->timed) t3 = gdte_time_now();
         if ((st = gdte_gpu_memcpy_async(dst + off, r, (size_t)len, G.s_copy)) != GDTE_OK) return st;
+        if (j->timed) j->t_copy += gdte_time_now() - t3;
+        if (j->timed) t3 = gdte_time_now();
         if ((st = gdte_gpu_event_record(G.a_copied[slot], G.s_copy)) != GDTE_OK) return st;
         if ((st = gdte_gpu_event_record(j->ev[k], G.s_copy)) != GDTE_OK) return st;
+        if (j->timed) {
+            j->t_exec += t2 - t1;
+            j->t_order += (t1 - t0) + (gdte_time_now() - t3);
+        }
         G.a_used[slot] = 1;
         G.a_next++;
         n_fragments++;
     }
     return GDTE_OK;
+}
+
+void gdte_xfer_job_times(const gdte_xfer_job_t *j, double t[3])
+{
+    t[0] = j->t_exec, t[1] = j->t_order, t[2] = j->t_copy;
 }
 
 gdte_status_t gdte_xfer_pack_to_host_start(const void *user, int64_t count, gdte_type_h type, int fake, void *dst,
@@ -565,6 +585,8 @@ gdte_status_t gdte_xfer_pack_to_host_start(const void *user, int64_t count, gdte
     } else {
         pthread_mutex_lock(&xfer_lock);
         st = gpu_setup_locked();
+        /* GDTETEST_FRAG_TIMES: the queueing timed (gdte_xfer_job_times). */
+        j->timed = st == GDTE_OK && G.timed;
         if (st == GDTE_OK) st = job_queue_locked(&x, j, dst, nbytes, frag);
         if (st != GDTE_OK) {
             /* Part of it may be queued: drained before the ring and events go. */

@@ -50,6 +50,9 @@ gdte_status_t gdte_xfer_pack_to_host_start(const void *user, int64_t count, gdte
                                            int64_t nbytes, int64_t frag, gdte_xfer_job_t **job_p);
 gdte_status_t gdte_xfer_job_landed(gdte_xfer_job_t *job, int block, int64_t *landed_p);
 void gdte_xfer_job_end(gdte_xfer_job_t *job);
+/* With GDTETEST_FRAG_TIMES set: host seconds the job spent queueing packs, ordering (events and
+ * stream waits) and copies, else zeros. */
+void gdte_xfer_job_times(const gdte_xfer_job_t *job, double t[3]);
 /* (A message of one fragment goes the way of gdte_xfer_pack_to_host, `dst` taken as pinned.) */
 /* Bytes [0, nbytes) of the packed stream, read from host memory `src`, into (user, count, type).
  * nbytes may be shorter than the whole stream (a short message). */
