@@ -21,7 +21,8 @@
  * Run with GDTETEST_NODE_SPLIT=1 under libgdte_mpi.so to take the path of messages to another
  * node (a marker, then fragments through pinned host staging), else the node path within a node.
  *
- * CSV (--csv, appended; header written when the file is empty):
+ * CSV (--csv, appended; header written when the file is empty; commit: $GDTETEST_COMMIT, else the
+ * configured one):
  *   device,commit,mpi,layout,bytes,isend_us,pure_us,overlap_pct,tested_pct,async_sends
  * async_sends: the interposer's node_frag_async counter per message (1.0: every MPI_Isend
  * returned before its message was packed), empty without the interposer.
@@ -226,13 +227,14 @@ int main(int argc, char **argv)
     }
     for (char *save = NULL, *t = strtok_r(sizes_s, ",", &save); t && nsizes < MAX_SIZES; t = strtok_r(NULL, ",", &save))
         if ((sizes[nsizes] = parse_size(t)) >= 16) nsizes++;
+    const char *commit = getenv("GDTETEST_COMMIT") && *getenv("GDTETEST_COMMIT") ? getenv("GDTETEST_COMMIT") : OVERLAP_COMMIT;
     device_mem = strcmp(mem, "device") == 0;
     if (device_mem && mb_init(rank) != 0) MPI_Abort(MPI_COMM_WORLD, 2);
     const char *dev = device_mem ? mb_device_name() : "host";
     int have_ipo = gdte_mpi_counter && gdte_mpi_counter("active") > 0;
     if (rank == 0) {
         printf("overlap: %s, %s memory, mpi=%s, gdte interposer: %s, commit %s\n", dev, mem, label,
-               have_ipo ? "present" : "absent", OVERLAP_COMMIT);
+               have_ipo ? "present" : "absent", commit);
         printf("  iters %d, warmup %d, MPI_Test every %.0f us in 'tested'\n", opt_iters, opt_warmup, opt_slice_us);
         printf("%-8s %10s %10s %10s %10s %10s %8s\n", "layout", "bytes", "isend_us", "pure_us", "overlap%", "tested%",
                "async");
@@ -281,7 +283,7 @@ int main(int argc, char **argv)
                 printf("%-8s %10zu %10.2f %10.2f %10.1f %10.1f %8s\n", layout_name[k], m.payload, t_call, t_pure, ov, ot,
                        async);
                 if (out)
-                    fprintf(out, "%s,%s,%s,%s,%zu,%.3f,%.3f,%.1f,%.1f,%s\n", dev, OVERLAP_COMMIT, label, layout_name[k],
+                    fprintf(out, "%s,%s,%s,%s,%zu,%.3f,%.3f,%.1f,%.1f,%s\n", dev, commit, label, layout_name[k],
                             m.payload, t_call, t_pure, ov, ot, async);
             }
             buf_free(sbuf);

@@ -37,6 +37,9 @@ enum { ZC_AUTO = 0, ZC_ON = 1, ZC_OFF = 2 }; /* order of GDTE_ZERO_COPY's accept
 #define XFER_CE_MAX_ROWS 2048
 #define XFER_CE_MAX_ROWS_3D 8192
 #define XFER_CE_H2D_1D_MIN (32 * 1024)
+/* The ring of the asynchronous packs holds this many bytes of fragments (whole messages of up to
+ * that size are then packed by one launch). */
+#define XFER_ASYNC_RING (16 * 1024 * 1024)
 /* The bounds in force (gdte_xfer_set_ce_bounds). */
 static _Atomic int64_t ce_max = XFER_CE_MAX, ce_max_rows = XFER_CE_MAX_ROWS;
 
@@ -56,6 +59,8 @@ typedef struct xfer_gpu {
      * g mod a_depth after the copy that last used it (a_copied[slot]), on the GPU. */
     gdte_stage_t *a_ring;
     int64_t a_slot, a_depth, a_next;
+    int a_queued;               /* a_last recorded since the ring was made */
+    gdte_gpu_event_t a_last;    /* after the last copy queued */
     int a_used[XFER_MAX_DEPTH];
     gdte_gpu_event_t a_packed[XFER_MAX_DEPTH], a_copied[XFER_MAX_DEPTH];
     int timed; /* GDTETEST_FRAG_TIMES */
@@ -81,6 +86,7 @@ static gdte_status_t gpu_setup_locked(void)
     if ((st = gdte_gpu_stream_create(&G.s_pack)) != GDTE_OK) return st;
     if ((st = gdte_gpu_stream_create(&G.s_copy)) != GDTE_OK) return st;
     if ((st = gdte_gpu_event_create(&G.ev_app, 0)) != GDTE_OK) return st;
+    if ((st = gdte_gpu_event_create(&G.a_last, 0)) != GDTE_OK) return st;
     G.timed = getenv("GDTETEST_FRAG_TIMES") != NULL;
     for (int i = 0; i < XFER_MAX_DEPTH; i++) {
         if ((st = gdte_gpu_event_create(&G.ev_a[i], 0)) != GDTE_OK) return st;
@@ -100,6 +106,7 @@ void gdte_xfer_finalize(void)
         (void)gdte_gpu_stream_synchronize(G.s_pack);
         (void)gdte_gpu_stream_synchronize(G.s_copy);
         if (G.a_ring) gdte_stage_release(G.a_ring);
+        gdte_gpu_event_destroy(G.a_last);
         for (int i = 0; i < XFER_MAX_DEPTH; i++) {
             gdte_gpu_event_destroy(G.ev_a[i]);
             gdte_gpu_event_destroy(G.ev_b[i]);
@@ -494,19 +501,30 @@ static void ev_free_all_locked(void)
     while (ev_nfree) gdte_gpu_event_destroy(ev_free[--ev_nfree]);
 }
 
-/* The shared ring with slots of at least `frag` bytes, `depth` of them: a ring too small is
- * replaced once the streams have drained (the work queued on it done). */
-static gdte_status_t a_ring_locked(int64_t frag, int64_t depth)
+/* The shared ring cut into slots of `frag` bytes (rounded up to 4 KiB), as many as fit, at least
+ * `least`. The buffer holds XFER_ASYNC_RING bytes (more only where `least` slots need it: then it
+ * is replaced once the streams have drained, a wait of the host). A message with another
+ * fragment size re-cuts it: its packs wait on the GPU for every copy queued before (G.a_last),
+ * nothing on the host. */
+static gdte_status_t a_ring_locked(int64_t frag, int64_t least)
 {
-    if (G.a_ring && G.a_slot >= frag && G.a_depth == depth) return GDTE_OK;
     gdte_status_t st;
-    if ((st = gdte_gpu_stream_synchronize(G.s_pack)) != GDTE_OK || (st = gdte_gpu_stream_synchronize(G.s_copy)) != GDTE_OK)
-        return st;
-    if (G.a_ring) gdte_stage_release(G.a_ring);
-    G.a_ring = NULL;
     int64_t slot = (frag + 4095) & ~(int64_t)4095;
-    if (G.a_slot > slot && G.a_depth == depth) slot = G.a_slot;
-    if ((st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)(slot * depth), &G.a_ring)) != GDTE_OK) return st;
+    int64_t bytes = slot * least > XFER_ASYNC_RING ? slot * least : XFER_ASYNC_RING;
+    if (!G.a_ring || (int64_t)G.a_ring->size < bytes) {
+        if ((st = gdte_gpu_stream_synchronize(G.s_pack)) != GDTE_OK ||
+            (st = gdte_gpu_stream_synchronize(G.s_copy)) != GDTE_OK)
+            return st;
+        if (G.a_ring) gdte_stage_release(G.a_ring);
+        G.a_ring = NULL;
+        if ((st = gdte_stage_acquire(GDTE_STAGE_DEVICE, 0, (size_t)bytes, &G.a_ring)) != GDTE_OK) return st;
+        G.a_slot = 0; /* re-cut below; nothing queued is left to wait for */
+        G.a_queued = 0;
+    }
+    int64_t depth = (int64_t)G.a_ring->size / slot;
+    if (depth > XFER_MAX_DEPTH) depth = XFER_MAX_DEPTH;
+    if (slot == G.a_slot && depth == G.a_depth) return GDTE_OK;
+    if (G.a_queued && (st = gdte_gpu_stream_wait_event(G.s_pack, G.a_last)) != GDTE_OK) return st;
     G.a_slot = slot;
     G.a_depth = depth;
     G.a_next = 0;
@@ -529,34 +547,48 @@ static gdte_status_t job_queue_locked(const xfer_t *x, gdte_xfer_job_t *j, char 
         st = run_copy_engine(x, 0, dst, 1, nbytes, j->ev[0]);
         if (st != GDTE_ERR_UNSUPPORTED) return st;
     }
-    int64_t depth = gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
-    if (depth > XFER_MAX_DEPTH) depth = XFER_MAX_DEPTH;
-    if ((st = a_ring_locked(frag, depth)) != GDTE_OK) return st;
-    for (int64_t k = 0; k < j->nfrag; k++) {
-        int64_t off = k * frag;
-        int64_t len = nbytes - off < frag ? nbytes - off : frag;
-        int64_t slot = G.a_next % G.a_depth;
+    int64_t least = gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
+    if (least > XFER_MAX_DEPTH) least = XFER_MAX_DEPTH;
+    if ((st = a_ring_locked(frag, least)) != GDTE_OK) return st;
+    for (int64_t k = 0; k < j->nfrag;) {
+        /* A group: the fragments whose slots follow one another up to the ring's end, packed by
+         * one launch (a launch costs the host ~5 us; the GPU packs faster than the copies
+         * drain), after the copy that last used the group's last slot (copies complete in
+         * order: the earlier slots' are done by then). */
+        int64_t slot = G.a_next % G.a_depth, m = G.a_depth - slot;
+        if (m > j->nfrag - k) m = j->nfrag - k;
+        int64_t off = k * frag, glen = (k + m) * frag < nbytes ? m * frag : nbytes - off, last = slot + m - 1;
         char *r = (char *)G.a_ring->ptr + slot * G.a_slot;
         double t0 = j->timed ? gdte_time_now() : 0, t1 = 0, t2 = 0, t3 = 0;
-        if (G.a_used[slot] && (st = gdte_gpu_stream_wait_event(G.s_pack, G.a_copied[slot])) != GDTE_OK) return st;
+        if (G.a_used[last] && (st = gdte_gpu_stream_wait_event(G.s_pack, G.a_copied[last])) != GDTE_OK) return st;
         if (j->timed) t1 = gdte_time_now();
-        if ((st = x_exec(x, 0, r, off, len, 1)) != GDTE_OK) return st;
+        /* The slots are a_slot >= frag apart: one launch writes them densely only when equal. */
+        if (G.a_slot == frag) {
+            if ((st = x_exec(x, 0, r, off, glen, 1)) != GDTE_OK) return st;
+        } else {
+            for (int64_t i = 0; i < m; i++) {
+                int64_t o = off + i * frag, len = nbytes - o < frag ? nbytes - o : frag;
+                if ((st = x_exec(x, 0, r + i * G.a_slot, o, len, 1)) != GDTE_OK) return st;
+            }
+        }
         if (j->timed) t2 = gdte_time_now();
         if ((st = gdte_gpu_event_record(G.a_packed[slot], G.s_pack)) != GDTE_OK) return st;
         if ((st = gdte_gpu_stream_wait_event(G.s_copy, G.a_packed[slot])) != GDTE_OK) return st;
-        if (j->timed) t3 = gdte_time_now();
-        if ((st = gdte_gpu_memcpy_async(dst + off, r, (size_t)len, G.s_copy)) != GDTE_OK) return st;
-        if (j->timed) j->t_copy += gdte_time_now() - t3;
-        if (j->timed) t3 = gdte_time_now();
-        if ((st = gdte_gpu_event_record(G.a_copied[slot], G.s_copy)) != GDTE_OK) return st;
-        if ((st = gdte_gpu_event_record(j->ev[k], G.s_copy)) != GDTE_OK) return st;
-        if (j->timed) {
-            j->t_exec += t2 - t1;
-            j->t_order += (t1 - t0) + (gdte_time_now() - t3);
+        if (j->timed) j->t_order += (t1 - t0) + (gdte_time_now() - t2), j->t_exec += t2 - t1;
+        for (int64_t i = 0; i < m; i++, k++) {
+            int64_t o = k * frag, len = nbytes - o < frag ? nbytes - o : frag;
+            if (j->timed) t3 = gdte_time_now();
+            if ((st = gdte_gpu_memcpy_async(dst + o, r + i * G.a_slot, (size_t)len, G.s_copy)) != GDTE_OK) return st;
+            if (j->timed) t2 = gdte_time_now(), j->t_copy += t2 - t3;
+            if ((st = gdte_gpu_event_record(G.a_copied[slot + i], G.s_copy)) != GDTE_OK) return st;
+            if ((st = gdte_gpu_event_record(j->ev[k], G.s_copy)) != GDTE_OK) return st;
+            if (j->timed) j->t_order += gdte_time_now() - t2;
+            G.a_used[slot + i] = 1;
+            G.a_next++;
+            n_fragments++;
         }
-        G.a_used[slot] = 1;
-        G.a_next++;
-        n_fragments++;
+        if ((st = gdte_gpu_event_record(G.a_last, G.s_copy)) != GDTE_OK) return st;
+        G.a_queued = 1;
     }
     return GDTE_OK;
 }
