@@ -765,21 +765,25 @@ section_bench_remote() {
 
 # How much of a nonblocking device send hides behind the application's work (bench/mpi/overlap):
 # to another node, forced (GDTETEST_NODE_SPLIT=1: fragments through pinned host staging; a
-# nonblocking send returns with its pack queued), and within the node (the node path). Rows:
-# $OUT/overlap-<device>.csv, mpi = plain-remote / plain-node. Environment: OVERLAP_SIZES.
+# nonblocking send returns with its pack queued), the same under MPI_THREAD_MULTIPLE (the
+# interposer's progress thread posts the fragments), and within the node (the node path). Rows:
+# $OUT/overlap-<device>.csv, mpi = plain-remote / plain-remote-mt / plain-node. Environment:
+# OVERLAP_SIZES.
 section_bench_overlap() {
   mpi_build || return
-  local dev csv label log rc split
+  local dev csv label log rc split mt
   dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' -' '\n\n' | grep -m1 -E '^[A-Z]+[0-9]')
   dev=$(echo "${dev:-gpu}" | tr 'A-Z' 'a-z')
   csv="$OUT/overlap-${dev}.csv"
   rm -f "$csv"
-  for label in plain-remote plain-node; do
-    split=$([ $label = plain-remote ] && echo 1 || echo 0)
+  for label in plain-remote plain-remote-mt plain-node; do
+    split=$([ $label = plain-node ] && echo 0 || echo 1)
+    mt=$([ $label = plain-remote-mt ] && echo --thread-multiple)
     log="$OUT/overlap-$label.log"
+    # shellcheck disable=SC2086
     timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT \
       -x GDTETEST_NODE_SPLIT=$split -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
-      "$MPI_BUILD/bench/mpi/overlap" --mem device --mpi-label "$label" --csv "$csv" \
+      "$MPI_BUILD/bench/mpi/overlap" --mem device --mpi-label "$label" --csv "$csv" $mt \
       --sizes "${OVERLAP_SIZES:-64K,1M,4M,16M}" >"$log" 2>&1
     rc=$?
     [ $rc -eq 0 ] && record "bench_overlap:$label" ok "$(grep -cE '^(contig|vector) ' "$log") rows" ||

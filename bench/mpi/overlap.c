@@ -29,7 +29,12 @@
  *
  * Usage: mpirun -np 2 -x LD_PRELOAD=libgdte_mpi.so overlap [--mem device|host]
  *        [--sizes 64K,1M,4M,16M] [--layouts contig,vector] [--iters 30] [--warmup 5]
- *        [--slice 20] [--mpi-label L] [--csv FILE]
+ *        [--slice 20] [--mpi-label L] [--csv FILE] [--thread-multiple]
+ *
+ * --thread-multiple initialises MPI with MPI_THREAD_MULTIPLE, where the interposer posts the
+ * fragments of messages to another node from a thread of its own as they land
+ * (GDTE_MPI_PROGRESS_THREAD); the run then fails (PROGRESS THREAD POSTED NOTHING) if that thread
+ * posted none.
  */
 #include <getopt.h>
 #include <mpi.h>
@@ -190,7 +195,14 @@ static double iteration(const msg_t *m, void *sbuf, void *rbuf, int how, double 
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* --thread-multiple: MPI_Init_thread(MPI_THREAD_MULTIPLE), where the interposer runs its
+     * progress thread (GDTE_MPI_PROGRESS_THREAD); read before MPI starts. */
+    int want_mt = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--thread-multiple")) want_mt = 1;
+    int provided = MPI_THREAD_SINGLE;
+    if (want_mt) MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else MPI_Init(&argc, &argv);
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -200,7 +212,8 @@ int main(int argc, char **argv)
     char sizes_s[256] = "64K,1M,4M,16M";
     static struct option opts[] = {{"mem", 1, 0, 'm'},   {"sizes", 1, 0, 's'},     {"layouts", 1, 0, 'l'},
                                    {"iters", 1, 0, 'i'}, {"warmup", 1, 0, 'w'},    {"slice", 1, 0, 'S'},
-                                   {"csv", 1, 0, 'c'},   {"mpi-label", 1, 0, 'L'}, {0, 0, 0, 0}};
+                                   {"csv", 1, 0, 'c'},   {"mpi-label", 1, 0, 'L'}, {"thread-multiple", 0, 0, 'T'},
+                                   {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
         case 'm': mem = optarg; break;
@@ -214,6 +227,7 @@ int main(int argc, char **argv)
         case 'S': opt_slice_us = atof(optarg); break;
         case 'c': csv = optarg; break;
         case 'L': label = optarg; break;
+        case 'T': break;
         default:
             if (rank == 0) fprintf(stderr, "usage: see the header of overlap.c\n");
             MPI_Finalize();
@@ -235,7 +249,8 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("overlap: %s, %s memory, mpi=%s, gdte interposer: %s, commit %s\n", dev, mem, label,
                have_ipo ? "present" : "absent", commit);
-        printf("  iters %d, warmup %d, MPI_Test every %.0f us in 'tested'\n", opt_iters, opt_warmup, opt_slice_us);
+        printf("  iters %d, warmup %d, MPI_Test every %.0f us in 'tested', thread level %s\n", opt_iters, opt_warmup,
+               opt_slice_us, provided == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE" : want_mt ? "below MULTIPLE" : "default");
         printf("%-8s %10s %10s %10s %10s %10s %8s\n", "layout", "bytes", "isend_us", "pure_us", "overlap%", "tested%",
                "async");
     }
@@ -293,6 +308,16 @@ int main(int argc, char **argv)
         }
     }
     if (out) fclose(out);
+    /* With MPI_THREAD_MULTIPLE the interposer's progress thread must have posted fragments of
+     * messages to another node: between MPI_Isend and MPI_Wait of 'overlap' nobody else can. */
+    if (rank == 0 && have_ipo && provided == MPI_THREAD_MULTIPLE && gdte_mpi_counter("node_frag_sends") > 0) {
+        long long tp = (long long)gdte_mpi_counter("node_frag_thread_posts");
+        printf("progress thread: %lld fragment(s) posted\n", tp);
+        if (tp <= 0) {
+            printf("PROGRESS THREAD POSTED NOTHING\n");
+            failed = 1;
+        }
+    }
     if (rank == 0) fflush(stdout);
     MPI_Finalize();
     return failed;

@@ -130,6 +130,7 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t node_frag_recvs;        /* ... and received (any receive buffer) */
     _Atomic int64_t node_frag_async;        /* ... nonblocking ones that returned before every fragment
                                                was posted (the rest posted by later calls) */
+    _Atomic int64_t node_frag_thread_posts; /* ... fragments of theirs posted by the progress thread */
     _Atomic int64_t node_frag_flushes;      /* calls that may block in the MPI and posted such
                                                fragments first (gdte_ipo_block_flush) */
     _Atomic int64_t host_cut_scratch;       /* host receives a marker would cut inside an element: into scratch */

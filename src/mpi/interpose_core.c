@@ -416,6 +416,7 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"node_frag_recvs", gdte_ipo_cnt_g.node_frag_recvs},
         {"node_frag_async", gdte_ipo_cnt_g.node_frag_async},
         {"node_frag_flushes", gdte_ipo_cnt_g.node_frag_flushes},
+        {"node_frag_thread_posts", gdte_ipo_cnt_g.node_frag_thread_posts},
         {"host_cut_scratch", gdte_ipo_cnt_g.host_cut_scratch},
         {"node_recvs", gdte_ipo_cnt_g.node_recvs},
         {"requests_live", gdte_ipo_req_live()},

@@ -144,6 +144,8 @@ static int64_t frag_min = FRAG_MIN;   /* GDTETEST_NODE_FRAG_MIN: tests */
 static int64_t drain_s = 30;          /* MPI_Finalize's wait for unanswered sends; GDTETEST_NODE_DRAIN_S: tests */
 static int64_t frag_size_test;        /* GDTETEST_NODE_FRAG_SIZE: tests (0: the pipeline's choice) */
 static int frag_timed;                /* GDTETEST_FRAG_TIMES: where a nonblocking send's time goes (info) */
+static _Atomic int prog_on;           /* the progress thread (GDTE_MPI_PROGRESS_THREAD) wanted */
+static int prog_stop;                 /* ... and stopping (under prog_mx) */
 static int world_rank, world_size, tag_ub;
 /* Persistent sends' FIN tags (pers_tag_get): the freed ones, and the next never used. */
 static pthread_mutex_t pers_tag_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -601,6 +603,12 @@ int gdte_ipo_node_init(void)
     if (getenv("GDTETEST_NODE_DRAIN_S")) drain_s = atoll(getenv("GDTETEST_NODE_DRAIN_S"));
     if (getenv("GDTETEST_NODE_FRAG_SIZE")) frag_size_test = atoll(getenv("GDTETEST_NODE_FRAG_SIZE"));
     frag_timed = getenv("GDTETEST_FRAG_TIMES") != NULL;
+    {
+        int lvl = MPI_THREAD_SINGLE;
+        PMPI_Query_thread(&lvl);
+        prog_on = lvl == MPI_THREAD_MULTIPLE && gdte_knob(GDTE_KNOB_MPI_PROGRESS_THREAD);
+        prog_stop = 0;
+    }
     if (frag_min < GDTE_IPO_MARK_BYTES + 1) frag_min = GDTE_IPO_MARK_BYTES + 1;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
     send_packed = getenv("GDTETEST_NODE_PACKED") && atoi(getenv("GDTETEST_NODE_PACKED"));
@@ -764,6 +772,7 @@ static void inflight_drain(void);
 static void recycled_free(void);
 static void frag_sends_reap(int block);
 static void frag_pools_free(void);
+static void prog_finalize(void);
 
 void gdte_ipo_node_finalize(void)
 {
@@ -772,6 +781,7 @@ void gdte_ipo_node_finalize(void)
     sends_drain(); /* receivers may still be reading what this process sent */
     prof_print();
     isends_reap(1);
+    prog_finalize();
     frag_sends_reap(1);
     frag_pools_free();
     /* MPI_COMM_WORLD's attribute is deleted by the MPI at finalize; its shadow with it. */
@@ -1373,7 +1383,7 @@ static void frag_advance_locked(frag_send_t *fs, int block)
     if (fs->job) {
         gdte_status_t st = gdte_xfer_job_landed(fs->job, block, &landed);
         if (st != GDTE_OK && fs->st == GDTE_OK) fs->st = st;
-        if (st != GDTE_OK && block) landed = fs->n;
+        if (st != GDTE_OK) landed = fs->n; /* (the receiver waits for every fragment) */
     }
     while (fs->posted < landed) {
         int64_t off = (int64_t)fs->posted * fs->frag;
@@ -1435,6 +1445,71 @@ void gdte_ipo_node_frag_advance(int block)
     }
     pthread_mutex_unlock(&frag_lock);
     if (block && n) gdte_ipo_cnt_g.node_frag_flushes++;
+}
+
+/* The progress thread (GDTE_MPI_PROGRESS_THREAD, where the MPI provides MPI_THREAD_MULTIPLE):
+ * while a nonblocking send has fragments still being packed it posts them as they land, polling
+ * (a yield between passes: a pack lasts tens to hundreds of microseconds), and otherwise sleeps
+ * on a condition the sends signal. Without it a fragment waits for the application's next MPI
+ * call, so an application that computes between MPI_Isend and MPI_Wait overlaps the pack with its
+ * work, not the transfer. */
+static pthread_t prog_thread;
+static pthread_mutex_t prog_mx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t prog_cv = PTHREAD_COND_INITIALIZER;
+static int prog_started;
+
+static void *prog_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&prog_mx);
+        while (!prog_stop && !atomic_load_explicit(&gdte_ipo_frag_unposted_g, memory_order_acquire))
+            pthread_cond_wait(&prog_cv, &prog_mx);
+        int stop = prog_stop;
+        pthread_mutex_unlock(&prog_mx);
+        if (stop) return NULL;
+        if (!pthread_mutex_trylock(&frag_lock)) {
+            frag_send_t *fs;
+            DL_FOREACH(frag_sends, fs) {
+                if (fs->posted == fs->n) continue;
+                int before = fs->posted;
+                frag_advance_locked(fs, 0);
+                gdte_ipo_cnt_g.node_frag_thread_posts += fs->posted - before;
+                if (fs->posted < fs->n) break; /* the later ones are behind it on the streams */
+            }
+            pthread_mutex_unlock(&frag_lock);
+        }
+        sched_yield();
+    }
+}
+
+/* A nonblocking send has fragments to post: wake the thread (started at the first). */
+static void prog_kick(void)
+{
+    if (!prog_on) return;
+    pthread_mutex_lock(&prog_mx);
+    if (!prog_started && !prog_stop) {
+        if (pthread_create(&prog_thread, NULL, prog_main, NULL) == 0) {
+            prog_started = 1;
+        } else {
+            prog_on = 0;
+            gdte_warn("no progress thread (pthread_create failed): fragments of nonblocking sends to other nodes are "
+                      "posted by the application's MPI calls");
+        }
+    }
+    pthread_cond_signal(&prog_cv);
+    pthread_mutex_unlock(&prog_mx);
+}
+
+static void prog_finalize(void)
+{
+    pthread_mutex_lock(&prog_mx);
+    prog_stop = 1;
+    pthread_cond_signal(&prog_cv);
+    int started = prog_started;
+    pthread_mutex_unlock(&prog_mx);
+    if (started) pthread_join(prog_thread, NULL);
+    prog_started = 0;
 }
 
 /* Completion of a nonblocking send's request: the rest of its fragments posted (the buffer is
@@ -1553,10 +1628,12 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
         gdte_ipo_frag_unposted_g++;
         pthread_mutex_lock(&frag_lock);
         frag_advance_locked(fs, 0);
-        if (fs->posted < fs->n) gdte_ipo_cnt_g.node_frag_async++;
+        int unposted = fs->posted < fs->n;
+        if (unposted) gdte_ipo_cnt_g.node_frag_async++;
         DL_APPEND(frag_sends, fs);
         frag_sends_n++;
         pthread_mutex_unlock(&frag_lock);
+        if (unposted) prog_kick();
         if (t0) {
             double jt[3] = {0, 0, 0};
             if (fs->job) gdte_xfer_job_times(fs->job, jt);
