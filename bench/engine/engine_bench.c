@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "gdte.h"
+#include "../common/bench_stats.h"
 #include "engine/engine.h"
 #include "mpi/import.h"
 
@@ -47,17 +48,6 @@ static double now_us(void)
     return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void row(const char *c, const char *method, int64_t bytes, double us, const char *metric, double value,
                 double ratio)
@@ -143,7 +133,7 @@ static double time_import(make_fn make, int runs, gdte_type_info_t *info_p)
         if (info_p) CK(gdte_type_get_info(g, info_p));
         MPI_Type_free(&t);
     }
-    return median(v, runs);
+    return bench_median(v, runs);
 }
 
 static void bench_imports(void)
@@ -167,7 +157,7 @@ static void bench_imports(void)
         v[r] = t1 - t0;
         gdte_type_free(&t);
     }
-    us = median(v, RUNS * 4);
+    us = bench_median(v, RUNS * 4);
     row("import_vector_1e6", "gdte_native", in.size, us, "plan_bytes", (double)in.plan_bytes, 10.0 / us);
 
     /* indexed of 10^6 irregular blocks */
@@ -193,7 +183,7 @@ static void bench_imports(void)
         v[r] = t1 - t0;
         gdte_type_free(&t);
     }
-    us = median(v, 7);
+    us = bench_median(v, 7);
     row("import_indexed_1e6", "gdte_native", in.size, us, "Munits/s", in.num_units / us, in.num_units / us / 100.0);
 }
 
@@ -214,7 +204,7 @@ static void bench_lookup(void)
         }
         v[r] = (now_us() - t0) * 1e3 / N;
     }
-    double ns = median(v, RUNS);
+    double ns = bench_median(v, RUNS);
     row("lookup_hit", "derived", 0, ns / 1e3, "ns", ns, 100.0 / ns);
     for (int r = 0; r < RUNS; r++) {
         double t0 = now_us();
@@ -224,7 +214,7 @@ static void bench_lookup(void)
         }
         v[r] = (now_us() - t0) * 1e3 / N;
     }
-    ns = median(v, RUNS);
+    ns = bench_median(v, RUNS);
     row("lookup_hit", "predefined", 0, ns / 1e3, "ns", ns, 100.0 / ns);
     MPI_Type_free(&t);
 }
@@ -272,7 +262,7 @@ static void bench_pack(const char *name, MPI_Datatype t, int count, int64_t span
             um[r] = t4 - t3;
         }
     }
-    double g_us = median(vg, RUNS), m_us = median(vm, RUNS), gu_us = median(ug, RUNS), mu_us = median(um, RUNS);
+    double g_us = bench_median(vg, RUNS), m_us = bench_median(vm, RUNS), gu_us = bench_median(ug, RUNS), mu_us = bench_median(um, RUNS);
     char c[64];
     gdte_type_info_t in;
     CK(gdte_type_get_info(g, &in));

@@ -69,15 +69,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "mpibench_backend.h"
+#include "mpibench_mem.h"
 
 #ifndef MPIBENCH_COMMIT
 #define MPIBENCH_COMMIT "unknown"
 #endif
 
 extern int64_t gdte_mpi_counter(const char *name) __attribute__((weak));
-extern int gdte_fake_device_register(void *ptr, size_t size) __attribute__((weak));
-extern int gdte_fake_device_unregister(void *ptr) __attribute__((weak));
 /* Open MPI's runtime answer (mpi-ext.h, not included: the headers carried to the GPU machine
  * lack its subheaders); absent from other MPIs. */
 extern int MPIX_Query_cuda_support(void) __attribute__((weak));
@@ -127,39 +125,10 @@ typedef struct {
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
-static void *buf_alloc(size_t n)
-{
-    if (device_mem) return mb_alloc(n);
-    size_t r = (n + 4095) / 4096 * 4096;
-    void *p = aligned_alloc(4096, r ? r : 4096);
-    if (!p) {
-        fprintf(stderr, "[%d] mpibench: out of memory (%zu bytes)\n", rank, n);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    memset(p, 0, r);
-    if (gdte_fake_device_register) gdte_fake_device_register(p, n);
-    return p;
-}
-static void buf_free(void *p)
-{
-    if (!p) return;
-    if (device_mem) {
-        mb_free(p);
-        return;
-    }
-    if (gdte_fake_device_unregister) gdte_fake_device_unregister(p);
-    free(p);
-}
-static void put(void *dst, const void *src, size_t n)
-{
-    if (device_mem) mb_memcpy(dst, src, n);
-    else memcpy(dst, src, n);
-}
-static void get(void *dst, const void *src, size_t n)
-{
-    if (device_mem) mb_memcpy(dst, src, n);
-    else memcpy(dst, src, n);
-}
+static void *buf_alloc(size_t n) { return mbm_alloc(n, device_mem, "mpibench"); }
+static void buf_free(void *p) { mbm_free(p, device_mem); }
+static void put(void *dst, const void *src, size_t n) { mbm_copy(dst, src, n, device_mem); }
+static void get(void *dst, const void *src, size_t n) { mbm_copy(dst, src, n, device_mem); }
 
 static uint64_t splitmix(uint64_t x)
 {

@@ -42,15 +42,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "mpibench_backend.h"
+#include "mpibench_mem.h"
+#include "../common/bench_stats.h"
 
 #ifndef OVERLAP_COMMIT
 #define OVERLAP_COMMIT "unknown"
 #endif
 
 extern int64_t gdte_mpi_counter(const char *name) __attribute__((weak));
-extern int gdte_fake_device_register(void *ptr, size_t size) __attribute__((weak));
-extern int gdte_fake_device_unregister(void *ptr) __attribute__((weak));
 
 enum { L_CONTIG, L_VECTOR, L_COUNT };
 static const char *layout_name[L_COUNT] = {"contig", "vector"};
@@ -63,34 +62,9 @@ static int rank, device_mem;
 static int opt_iters = 30, opt_warmup = 5;
 static double opt_slice_us = 20;
 
-static void *buf_alloc(size_t n)
-{
-    if (device_mem) return mb_alloc(n);
-    void *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
-    if (!p) {
-        fprintf(stderr, "[%d] overlap: out of memory (%zu bytes)\n", rank, n);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    if (gdte_fake_device_register) gdte_fake_device_register(p, n);
-    return p;
-}
-
-static void buf_free(void *p)
-{
-    if (!p) return;
-    if (device_mem) {
-        mb_free(p);
-        return;
-    }
-    if (gdte_fake_device_unregister) gdte_fake_device_unregister(p);
-    free(p);
-}
-
-static void copy(void *dst, const void *src, size_t n)
-{
-    if (device_mem) mb_memcpy(dst, src, n);
-    else memcpy(dst, src, n);
-}
+static void *buf_alloc(size_t n) { return mbm_alloc(n, device_mem, "overlap"); }
+static void buf_free(void *p) { mbm_free(p, device_mem); }
+static void copy(void *dst, const void *src, size_t n) { mbm_copy(dst, src, n, device_mem); }
 
 static double now_us(void) { return MPI_Wtime() * 1e6; }
 
@@ -106,17 +80,6 @@ static void compute(double us, MPI_Request *req)
             next = t + opt_slice_us;
         }
     }
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static size_t parse_size(const char *s)
@@ -284,12 +247,12 @@ int main(int argc, char **argv)
             int64_t a0 = have_ipo ? gdte_mpi_counter("node_frag_async") : 0;
             for (int i = 0; i < opt_iters; i++) pure[i] = iteration(&m, sbuf, rbuf, 0, 0, &call[i]);
             int64_t a1 = have_ipo ? gdte_mpi_counter("node_frag_async") : 0;
-            double t_pure = rank == 0 ? median(pure, opt_iters) : 0;
+            double t_pure = rank == 0 ? bench_median(pure, opt_iters) : 0;
             MPI_Bcast(&t_pure, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
             for (int i = 0; i < opt_iters; i++) tot[i] = iteration(&m, sbuf, rbuf, 1, t_pure, NULL);
             for (int i = 0; i < opt_iters; i++) tst[i] = iteration(&m, sbuf, rbuf, 2, t_pure, NULL);
             if (rank == 0) {
-                double t_call = median(call, opt_iters), t_tot = median(tot, opt_iters), t_tst = median(tst, opt_iters);
+                double t_call = bench_median(call, opt_iters), t_tot = bench_median(tot, opt_iters), t_tst = bench_median(tst, opt_iters);
                 double ov = 100 * (t_pure + t_pure - t_tot) / t_pure, ot = 100 * (t_pure + t_pure - t_tst) / t_pure;
                 ov = ov < 0 ? 0 : ov > 100 ? 100 : ov;
                 ot = ot < 0 ? 0 : ot > 100 ? 100 : ot;

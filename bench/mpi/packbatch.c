@@ -39,15 +39,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "mpibench_backend.h"
+#include "mpibench_mem.h"
 
 #ifndef PACKBATCH_COMMIT
 #define PACKBATCH_COMMIT "unknown"
 #endif
 
 extern int64_t gdte_mpi_counter(const char *name) __attribute__((weak));
-extern int gdte_fake_device_register(void *ptr, size_t size) __attribute__((weak));
-extern int gdte_fake_device_unregister(void *ptr) __attribute__((weak));
 
 enum { M_PACK, M_EACH, M_COPY, M_COUNT };
 static const char *method_name[M_COUNT] = {"mpi_pack", "mpi_pack_each", "copy"};
@@ -60,32 +58,9 @@ static int rank, device_mem;
 static MPI_Comm comm;
 
 
-static void *buf_alloc(size_t n)
-{
-    if (device_mem) return mb_alloc(n);
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "[%d] packbatch: out of memory (%zu bytes)\n", rank, n);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    if (gdte_fake_device_register) gdte_fake_device_register(p, n ? n : 1);
-    return p;
-}
-static void buf_free(void *p)
-{
-    if (!p) return;
-    if (device_mem) {
-        mb_free(p);
-        return;
-    }
-    if (gdte_fake_device_unregister) gdte_fake_device_unregister(p);
-    free(p);
-}
-static void copy_sync(void *dst, const void *src, size_t n)
-{
-    if (device_mem) mb_memcpy(dst, src, n);
-    else memcpy(dst, src, n);
-}
+static void *buf_alloc(size_t n) { return mbm_alloc(n, device_mem, "packbatch"); }
+static void buf_free(void *p) { mbm_free(p, device_mem); }
+static void copy_sync(void *dst, const void *src, size_t n) { mbm_copy(dst, src, n, device_mem); }
 
 /* ---- the block ------------------------------------------------------------------------------ */
 typedef struct {

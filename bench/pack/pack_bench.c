@@ -37,6 +37,7 @@
 #include <string.h>
 #include "engine/engine.h"
 #include "gdte.h"
+#include "../common/bench_stats.h"
 #include "gpu/gpu.h"
 #include "kernels/callprof.h"
 #include "kernels/devplan.h"
@@ -62,16 +63,6 @@ static char device[256], commit[64];
         }                                                                                          \
     } while (0)
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- one benchmark case ---- */
 typedef struct bcase {
@@ -206,7 +197,7 @@ static double time_op(bcase_t *c, op_fn op, gdte_dir_t dir, int runs, int k, int
     if (g) CK(gdte_gpu_graph_destroy(g));
     CK(gdte_gpu_event_destroy(a));
     CK(gdte_gpu_event_destroy(b));
-    return median(v, runs);
+    return bench_median(v, runs);
 }
 
 static void row(const char *layout, const char *method, gdte_dir_t dir, int64_t n, double us, double memcpy_us)
@@ -388,8 +379,8 @@ static void first_use_T_one(bcase_t *c, double memcpy_us, int64_t chunk, int gro
     gdte_devplan_tune(0, 0, -1);
     CK(gdte_gpu_event_destroy(a));
     CK(gdte_gpu_event_destroy(b));
-    double f = median(first, 5), cm = median(cached, nc), cmt = median(commit_ms, 5);
-    double gf = median(gpu, 5), gc = median(gcached, nc);
+    double f = bench_median(first, 5), cm = bench_median(cached, nc), cmt = bench_median(commit_ms, 5);
+    double gf = bench_median(gpu, 5), gc = bench_median(gcached, nc);
     row("T", label, GDTE_DIR_PACK, c->n, f, memcpy_us);
     if (!strcmp(label, "gdte_first_use")) row("T", "gdte_cached_wall", GDTE_DIR_PACK, c->n, cm, memcpy_us);
     printf("  T %s (chunk %lld KiB, growth %d, mode %d): first use %.1f us vs cached %.1f us (host clock, blocking): x%.2f "
@@ -474,9 +465,9 @@ static void callcost(void)
             if (i % CC_BATCH == CC_BATCH - 1) CK(gdte_gpu_stream_synchronize(S));
         }
         CK(gdte_gpu_stream_synchronize(S));
-        qsort(ta, CC_CALLS, sizeof *ta, cmp_double);
-        qsort(tb, CC_CALLS, sizeof *tb, cmp_double);
-        qsort(tm, CC_CALLS, sizeof *tm, cmp_double);
+        qsort(ta, CC_CALLS, sizeof *ta, bench_cmp_double);
+        qsort(tb, CC_CALLS, sizeof *tb, bench_cmp_double);
+        qsort(tm, CC_CALLS, sizeof *tm, bench_cmp_double);
         const double ma = ta[CC_CALLS / 2], mb = tb[CC_CALLS / 2], mm = tm[CC_CALLS / 2];
         row("face64k", "memcpy_async_host", GDTE_DIR_PACK, (int64_t)n, mm, mm);
         row("face64k", "host_async", GDTE_DIR_PACK, (int64_t)n, ma, mm);
