@@ -766,23 +766,25 @@ section_bench_remote() {
 # How much of a nonblocking device send hides behind the application's work (bench/mpi/overlap):
 # to another node, forced (GDTETEST_NODE_SPLIT=1: fragments through pinned host staging; a
 # nonblocking send returns with its pack queued), the same under MPI_THREAD_MULTIPLE (the
-# interposer's progress thread posts the fragments), and within the node (the node path). Rows:
-# $OUT/overlap-<device>.csv, mpi = plain-remote / plain-remote-mt / plain-node. Environment:
-# OVERLAP_SIZES.
+# interposer's progress thread posts the fragments; -drive: it also tests them until sent,
+# GDTETEST_PROGRESS_DRIVE=1), and within the node (the node path). Rows:
+# $OUT/overlap-<device>.csv, mpi = plain-remote / plain-remote-mt / plain-remote-mt-drive /
+# plain-node. Environment: OVERLAP_SIZES.
 section_bench_overlap() {
   mpi_build || return
-  local dev csv label log rc split mt
+  local dev csv label log rc split mt drive
   dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' -' '\n\n' | grep -m1 -E '^[A-Z]+[0-9]')
   dev=$(echo "${dev:-gpu}" | tr 'A-Z' 'a-z')
   csv="$OUT/overlap-${dev}.csv"
   rm -f "$csv"
-  for label in plain-remote plain-remote-mt plain-node; do
+  for label in plain-remote plain-remote-mt plain-remote-mt-drive plain-node; do
     split=$([ $label = plain-node ] && echo 0 || echo 1)
-    mt=$([ $label = plain-remote-mt ] && echo --thread-multiple)
+    mt=$(case $label in plain-remote-mt*) echo --thread-multiple ;; esac)
+    drive=$([ $label = plain-remote-mt-drive ] && echo 1 || echo 0)
     log="$OUT/overlap-$label.log"
     # shellcheck disable=SC2086
     timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT \
-      -x GDTETEST_NODE_SPLIT=$split -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
+      -x GDTETEST_NODE_SPLIT=$split -x GDTETEST_PROGRESS_DRIVE=$drive -x LD_PRELOAD="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" \
       "$MPI_BUILD/bench/mpi/overlap" --mem device --mpi-label "$label" --csv "$csv" $mt \
       --sizes "${OVERLAP_SIZES:-64K,1M,4M,16M}" >"$log" 2>&1
     rc=$?

@@ -146,6 +146,7 @@ static int64_t frag_size_test;        /* GDTETEST_NODE_FRAG_SIZE: tests (0: the 
 static int frag_timed;                /* GDTETEST_FRAG_TIMES: where a nonblocking send's time goes (info) */
 static _Atomic int prog_on;           /* the progress thread (GDTE_MPI_PROGRESS_THREAD) wanted */
 static int prog_stop;                 /* ... and stopping (under prog_mx) */
+static int prog_drive;                /* GDTETEST_PROGRESS_DRIVE: it tests posted fragments until sent */
 static int world_rank, world_size, tag_ub;
 /* Persistent sends' FIN tags (pers_tag_get): the freed ones, and the next never used. */
 static pthread_mutex_t pers_tag_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -608,6 +609,7 @@ int gdte_ipo_node_init(void)
         PMPI_Query_thread(&lvl);
         prog_on = lvl == MPI_THREAD_MULTIPLE && gdte_knob(GDTE_KNOB_MPI_PROGRESS_THREAD);
         prog_stop = 0;
+        prog_drive = getenv("GDTETEST_PROGRESS_DRIVE") && atoi(getenv("GDTETEST_PROGRESS_DRIVE"));
     }
     if (frag_min < GDTE_IPO_MARK_BYTES + 1) frag_min = GDTE_IPO_MARK_BYTES + 1;
     ipc_min = gdte_knob(GDTE_KNOB_MPI_IPC_MIN);
@@ -1290,6 +1292,7 @@ typedef struct frag_send {
     int dest, tag;   /* on frag_comm */
     int64_t frag, nbytes;
     gdte_xfer_job_t *job; /* a nonblocking send's queued pack (NULL: all of it landed) */
+    int sent;             /* every fragment posted and sent (the progress thread's test) */
     gdte_status_t st;     /* its first error (reported when the request completes) */
     int held;             /* the application's request still refers to it */
     void *mk;             /* the marker, kept until that request completes */
@@ -1449,10 +1452,11 @@ void gdte_ipo_node_frag_advance(int block)
 
 /* The progress thread (GDTE_MPI_PROGRESS_THREAD, where the MPI provides MPI_THREAD_MULTIPLE):
  * while a nonblocking send has fragments still being packed it posts them as they land, polling
- * (a yield between passes: a pack lasts tens to hundreds of microseconds), and otherwise sleeps
- * on a condition the sends signal. Without it a fragment waits for the application's next MPI
- * call, so an application that computes between MPI_Isend and MPI_Wait overlaps the pack with its
- * work, not the transfer. */
+ * (a yield between passes: a pack lasts tens to hundreds of microseconds), with
+ * GDTETEST_PROGRESS_DRIVE=1 also tests the posted fragments until the MPI has sent them all, and
+ * otherwise sleeps on a condition the sends signal. Without it a fragment waits for the application's next MPI call, so an application
+ * that computes between MPI_Isend and MPI_Wait overlaps the pack with its work, not the
+ * transfer. */
 static pthread_t prog_thread;
 static pthread_mutex_t prog_mx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t prog_cv = PTHREAD_COND_INITIALIZER;
@@ -1461,29 +1465,53 @@ static int prog_started;
 static void *prog_main(void *arg)
 {
     (void)arg;
+    int busy = 0, idle = 0;
     for (;;) {
         pthread_mutex_lock(&prog_mx);
-        while (!prog_stop && !atomic_load_explicit(&gdte_ipo_frag_unposted_g, memory_order_acquire))
+        while (!prog_stop && !busy && !atomic_load_explicit(&gdte_ipo_frag_unposted_g, memory_order_acquire))
             pthread_cond_wait(&prog_cv, &prog_mx);
         int stop = prog_stop;
         pthread_mutex_unlock(&prog_mx);
         if (stop) return NULL;
+        int moved = 0;
+        busy = 1; /* (another thread holds the lock: look again) */
         if (!pthread_mutex_trylock(&frag_lock)) {
+            busy = 0;
+            int stalled = 0;
             frag_send_t *fs;
             DL_FOREACH(frag_sends, fs) {
-                if (fs->posted == fs->n) continue;
-                int before = fs->posted;
-                frag_advance_locked(fs, 0);
-                gdte_ipo_cnt_g.node_frag_thread_posts += fs->posted - before;
-                if (fs->posted < fs->n) break; /* the later ones are behind it on the streams */
+                if (fs->posted < fs->n && !stalled) {
+                    int before = fs->posted;
+                    frag_advance_locked(fs, 0);
+                    moved += fs->posted - before;
+                    gdte_ipo_cnt_g.node_frag_thread_posts += fs->posted - before;
+                }
+                /* (the later ones are behind the first still packing on the streams) */
+                if (fs->posted < fs->n) stalled = busy = 1;
+                /* GDTETEST_PROGRESS_DRIVE: the posted fragments tested until sent, for a transport
+                 * that moves a large message only while the sender calls into it (copies in
+                 * pieces the sender feeds). Off until measured on a GPU machine. */
+                if (prog_drive && fs->posted && !fs->sent) {
+                    int flag = 0;
+                    PMPI_Testall(fs->posted, fs->reqs, &flag, MPI_STATUSES_IGNORE);
+                    if (flag && fs->posted == fs->n) fs->sent = 1;
+                    else busy = 1;
+                }
             }
             pthread_mutex_unlock(&frag_lock);
         }
-        sched_yield();
+        /* A peer that takes its time to receive: poll less often the longer nothing lands. */
+        idle = moved ? 0 : idle + 1;
+        if (idle > 1000) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        } else {
+            sched_yield();
+        }
     }
 }
 
-/* A nonblocking send has fragments to post: wake the thread (started at the first). */
+/* A nonblocking send to another node was posted: wake the thread (started at the first). */
 static void prog_kick(void)
 {
     if (!prog_on) return;
@@ -1633,7 +1661,7 @@ static int frag_send(gdte_ipo_mode_t mode, node_comm_t *nc, const void *buf, int
         DL_APPEND(frag_sends, fs);
         frag_sends_n++;
         pthread_mutex_unlock(&frag_lock);
-        if (unposted) prog_kick();
+        prog_kick(); /* (also when all of it is posted: GDTETEST_PROGRESS_DRIVE tests it until sent) */
         if (t0) {
             double jt[3] = {0, 0, 0};
             if (fs->job) gdte_xfer_job_times(fs->job, jt);
