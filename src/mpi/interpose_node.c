@@ -1400,10 +1400,31 @@ static void frag_advance_locked(frag_send_t *fs, int block)
         }
     }
     if (fs->posted == fs->n && fs->job) {
-        gdte_xfer_job_end(fs->job); /* every byte is on the host: the ring and the type go */
+        gdte_xfer_job_end(fs->job); /* every byte is on the host: its events and the type go */
         fs->job = NULL;
         gdte_ipo_frag_unposted_g--;
     }
+}
+
+/* One pass over the sends, oldest first, posting what has landed: `block` waits for all of it;
+ * otherwise the pass stops at the first send still packing (the later ones are behind it on the
+ * streams). Returns the fragments posted; *unposted_p (when given): a send has some left. */
+static int frag_pass_locked(int block, int *unposted_p)
+{
+    int moved = 0, unposted = 0;
+    frag_send_t *fs;
+    DL_FOREACH(frag_sends, fs) {
+        if (fs->posted == fs->n) continue;
+        int before = fs->posted;
+        frag_advance_locked(fs, block);
+        moved += fs->posted - before;
+        if (fs->posted < fs->n) {
+            unposted = 1;
+            break;
+        }
+    }
+    if (unposted_p) *unposted_p = unposted;
+    return moved;
 }
 
 /* Sends whose fragments have all gone release their staging; nonblocking ones post what has
@@ -1414,11 +1435,9 @@ static void frag_sends_reap(int block)
     if (!atomic_load_explicit(&frag_sends_n, memory_order_relaxed)) return;
     if (block) pthread_mutex_lock(&frag_lock);
     else if (pthread_mutex_trylock(&frag_lock)) return;
+    (void)frag_pass_locked(block, NULL);
     frag_send_t *fs, *tmp;
-    int stalled = 0;
     DL_FOREACH_SAFE(frag_sends, fs, tmp) {
-        if (!stalled) frag_advance_locked(fs, block);
-        stalled |= fs->posted < fs->n;
         int flag = 0;
         if (block) PMPI_Waitall(fs->n, fs->reqs, MPI_STATUSES_IGNORE), flag = 1;
         else PMPI_Testall(fs->posted, fs->reqs, &flag, MPI_STATUSES_IGNORE);
@@ -1438,25 +1457,18 @@ void gdte_ipo_node_frag_advance(int block)
     if (!atomic_load_explicit(&gdte_ipo_frag_unposted_g, memory_order_acquire)) return;
     if (block) pthread_mutex_lock(&frag_lock);
     else if (pthread_mutex_trylock(&frag_lock)) return;
-    frag_send_t *fs;
-    int n = 0;
-    DL_FOREACH(frag_sends, fs) {
-        if (fs->posted == fs->n) continue;
-        n++;
-        frag_advance_locked(fs, block);
-        if (fs->posted < fs->n) break; /* (not blocking: the later ones are behind it) */
-    }
+    int moved = frag_pass_locked(block, NULL);
     pthread_mutex_unlock(&frag_lock);
-    if (block && n) gdte_ipo_cnt_g.node_frag_flushes++;
+    if (block && moved) gdte_ipo_cnt_g.node_frag_flushes++;
 }
 
 /* The progress thread (GDTE_MPI_PROGRESS_THREAD, where the MPI provides MPI_THREAD_MULTIPLE):
  * while a nonblocking send has fragments still being packed it posts them as they land, polling
- * (a yield between passes: a pack lasts tens to hundreds of microseconds), with
- * GDTETEST_PROGRESS_DRIVE=1 also tests the posted fragments until the MPI has sent them all, and
- * otherwise sleeps on a condition the sends signal. Without it a fragment waits for the application's next MPI call, so an application
- * that computes between MPI_Isend and MPI_Wait overlaps the pack with its work, not the
- * transfer. */
+ * (a yield between passes: a pack lasts tens to hundreds of microseconds); with
+ * GDTETEST_PROGRESS_DRIVE=1 it also tests the posted fragments until the MPI has sent them all;
+ * otherwise it sleeps on a condition the sends signal. Without it a fragment waits for the
+ * application's next MPI call, so an application that computes between MPI_Isend and MPI_Wait
+ * overlaps the pack with its work, not the transfer. */
 static pthread_t prog_thread;
 static pthread_mutex_t prog_mx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t prog_cv = PTHREAD_COND_INITIALIZER;
@@ -1476,27 +1488,18 @@ static void *prog_main(void *arg)
         int moved = 0;
         busy = 1; /* (another thread holds the lock: look again) */
         if (!pthread_mutex_trylock(&frag_lock)) {
-            busy = 0;
-            int stalled = 0;
+            moved = frag_pass_locked(0, &busy);
+            gdte_ipo_cnt_g.node_frag_thread_posts += moved;
+            /* GDTETEST_PROGRESS_DRIVE: the posted fragments tested until sent, for a transport
+             * that moves a large message only while the sender calls into it (copies in pieces
+             * the sender feeds). Off until measured on a GPU machine. */
             frag_send_t *fs;
             DL_FOREACH(frag_sends, fs) {
-                if (fs->posted < fs->n && !stalled) {
-                    int before = fs->posted;
-                    frag_advance_locked(fs, 0);
-                    moved += fs->posted - before;
-                    gdte_ipo_cnt_g.node_frag_thread_posts += fs->posted - before;
-                }
-                /* (the later ones are behind the first still packing on the streams) */
-                if (fs->posted < fs->n) stalled = busy = 1;
-                /* GDTETEST_PROGRESS_DRIVE: the posted fragments tested until sent, for a transport
-                 * that moves a large message only while the sender calls into it (copies in
-                 * pieces the sender feeds). Off until measured on a GPU machine. */
-                if (prog_drive && fs->posted && !fs->sent) {
-                    int flag = 0;
-                    PMPI_Testall(fs->posted, fs->reqs, &flag, MPI_STATUSES_IGNORE);
-                    if (flag && fs->posted == fs->n) fs->sent = 1;
-                    else busy = 1;
-                }
+                if (!prog_drive || !fs->posted || fs->sent) continue;
+                int flag = 0;
+                PMPI_Testall(fs->posted, fs->reqs, &flag, MPI_STATUSES_IGNORE);
+                if (flag && fs->posted == fs->n) fs->sent = 1;
+                else busy = 1;
             }
             pthread_mutex_unlock(&frag_lock);
         }

@@ -67,7 +67,7 @@ typedef struct xfer_gpu {
 } xfer_gpu_t;
 
 static pthread_mutex_t xfer_lock = PTHREAD_MUTEX_INITIALIZER;
-static void ev_free_all_locked(void);
+static void jobs_free_all_locked(void);
 static xfer_gpu_t G;
 static _Atomic int64_t n_fragments, n_zero_copies, n_copy_engine;
 
@@ -101,7 +101,7 @@ static gdte_status_t gpu_setup_locked(void)
 void gdte_xfer_finalize(void)
 {
     pthread_mutex_lock(&xfer_lock);
-    ev_free_all_locked();
+    jobs_free_all_locked();
     if (G.ready) {
         (void)gdte_gpu_stream_synchronize(G.s_pack);
         (void)gdte_gpu_stream_synchronize(G.s_copy);
@@ -466,39 +466,56 @@ gdte_status_t gdte_xfer_unpack_from_host(const void *src, int src_pinned, int64_
  * landed without blocking. The job holds its events and a reference to the type (the
  * application may free its datatype once the send is posted) until gdte_xfer_job_end. */
 struct gdte_xfer_job {
-    int fake, fake_queries;
+    int fake, fake_queries, queued;
     int64_t nfrag, landed;
     gdte_status_t st;     /* the first error of queueing or of a fragment's work */
     gdte_type_h type;
     gdte_gpu_event_t *ev; /* one per fragment: on the host */
-    int64_t nev;          /* taken so far */
+    int64_t nev, cap;     /* events created (kept when the job is recycled); ev's length */
     double t_exec, t_order, t_copy; /* with `timed`: host seconds queueing packs, events, copies */
     int timed;
 };
 
-/* Recycled events (creating one is a driver call), under xfer_lock. */
-#define XFER_EV_KEEP 4096
-static gdte_gpu_event_t ev_free[XFER_EV_KEEP];
-static int ev_nfree;
+/* Recycled jobs, their events kept (creating one is a driver call): a steady stream of messages
+ * allocates nothing. Under xfer_lock. */
+#define XFER_JOBS_KEEP 64
+static gdte_xfer_job_t *job_free[XFER_JOBS_KEEP];
+static int job_nfree;
 
-static gdte_status_t ev_get_locked(gdte_gpu_event_t *e)
+static void job_destroy(gdte_xfer_job_t *j)
 {
-    if (ev_nfree) {
-        *e = ev_free[--ev_nfree];
-        return GDTE_OK;
+    for (int64_t i = 0; i < j->nev; i++) gdte_gpu_event_destroy(j->ev[i]);
+    free(j->ev);
+    free(j);
+}
+
+static void jobs_free_all_locked(void)
+{
+    while (job_nfree) job_destroy(job_free[--job_nfree]);
+}
+
+/* A job for `nfrag` fragments, its event array long enough (NULL: out of memory). */
+static gdte_xfer_job_t *job_get(int64_t nfrag, int fake)
+{
+    pthread_mutex_lock(&xfer_lock);
+    gdte_xfer_job_t *j = job_nfree ? job_free[--job_nfree] : NULL;
+    pthread_mutex_unlock(&xfer_lock);
+    if (!j && !(j = calloc(1, sizeof *j))) return NULL;
+    gdte_gpu_event_t *ev = j->ev;
+    int64_t nev = j->nev, cap = j->cap;
+    if (nfrag > cap) {
+        gdte_gpu_event_t *e = realloc(ev, sizeof *e * (size_t)nfrag);
+        if (!e) {
+            job_destroy(j);
+            return NULL;
+        }
+        ev = e, cap = nfrag;
     }
-    return gdte_gpu_event_create(e, 0);
-}
-
-static void ev_put_locked(gdte_gpu_event_t e)
-{
-    if (ev_nfree < XFER_EV_KEEP) ev_free[ev_nfree++] = e;
-    else gdte_gpu_event_destroy(e);
-}
-
-static void ev_free_all_locked(void)
-{
-    while (ev_nfree) gdte_gpu_event_destroy(ev_free[--ev_nfree]);
+    memset(j, 0, sizeof *j);
+    j->ev = ev, j->nev = nev, j->cap = cap;
+    j->fake = fake;
+    j->nfrag = nfrag;
+    return j;
 }
 
 /* The shared ring cut into slots of `frag` bytes (rounded up to 4 KiB), as many as fit, at least
@@ -535,9 +552,8 @@ static gdte_status_t a_ring_locked(int64_t frag, int64_t least)
 static gdte_status_t job_queue_locked(const xfer_t *x, gdte_xfer_job_t *j, char *dst, int64_t nbytes, int64_t frag)
 {
     gdte_status_t st;
-    if (!(j->ev = calloc((size_t)j->nfrag, sizeof *j->ev))) return GDTE_ERR_NO_MEMORY;
     for (; j->nev < j->nfrag; j->nev++)
-        if ((st = ev_get_locked(&j->ev[j->nev])) != GDTE_OK) return st;
+        if ((st = gdte_gpu_event_create(&j->ev[j->nev], 0)) != GDTE_OK) return st;
     /* After the application's default-stream work, as in run_pipeline. */
     if ((st = gdte_gpu_event_record(G.ev_app, NULL)) != GDTE_OK ||
         (st = gdte_gpu_stream_wait_event(G.s_pack, G.ev_app)) != GDTE_OK)
@@ -545,6 +561,7 @@ static gdte_status_t job_queue_locked(const xfer_t *x, gdte_xfer_job_t *j, char 
     if (j->nfrag == 1 && gdte_knob(GDTE_KNOB_ZERO_COPY) != ZC_ON) {
         /* One fragment: the copy engines alone where the layout allows (no kernel). */
         st = run_copy_engine(x, 0, dst, 1, nbytes, j->ev[0]);
+        j->queued = st == GDTE_OK;
         if (st != GDTE_ERR_UNSUPPORTED) return st;
     }
     int64_t least = gdte_knob(GDTE_KNOB_PIPELINE_DEPTH);
@@ -590,6 +607,7 @@ static gdte_status_t job_queue_locked(const xfer_t *x, gdte_xfer_job_t *j, char 
         if ((st = gdte_gpu_event_record(G.a_last, G.s_copy)) != GDTE_OK) return st;
         G.a_queued = 1;
     }
+    j->queued = 1;
     return GDTE_OK;
 }
 
@@ -603,10 +621,8 @@ gdte_status_t gdte_xfer_pack_to_host_start(const void *user, int64_t count, gdte
 {
     *job_p = NULL;
     if (frag <= 0 || nbytes <= 0) return GDTE_ERR_INVALID_ARG;
-    gdte_xfer_job_t *j = calloc(1, sizeof *j);
+    gdte_xfer_job_t *j = job_get((nbytes + frag - 1) / frag, fake);
     if (!j) return GDTE_ERR_NO_MEMORY;
-    j->fake = fake;
-    j->nfrag = (nbytes + frag - 1) / frag;
     xfer_t x = {.fake = fake, .user = (void *)user, .count = count, .type = type};
     gdte_status_t st;
     if (fake) {
@@ -660,15 +676,14 @@ void gdte_xfer_job_end(gdte_xfer_job_t *j)
     if (!j) return;
     /* The copies run in order on one stream: the last one done, all of the message is on the
      * host (after an error in queueing, the caller drained the streams). */
-    if (!j->fake && j->nev == j->nfrag) (void)gdte_gpu_event_synchronize(j->ev[j->nfrag - 1]);
-    if (j->nev) {
-        pthread_mutex_lock(&xfer_lock);
-        for (int64_t i = 0; i < j->nev; i++) ev_put_locked(j->ev[i]);
-        pthread_mutex_unlock(&xfer_lock);
-    }
-    free(j->ev);
+    if (!j->fake && j->queued) (void)gdte_gpu_event_synchronize(j->ev[j->nfrag - 1]);
     if (j->type) gdte_type_release(j->type);
-    free(j);
+    j->type = NULL;
+    pthread_mutex_lock(&xfer_lock);
+    int kept = job_nfree < XFER_JOBS_KEEP;
+    if (kept) job_free[job_nfree++] = j;
+    pthread_mutex_unlock(&xfer_lock);
+    if (!kept) job_destroy(j);
 }
 
 /* Device staging (an MPI that moves device memory): one kernel between the user's layout and the

@@ -42,7 +42,7 @@ gdte_status_t gdte_xfer_pack_to_host_notify(const void *user, int64_t count, gdt
                                             int64_t nbytes, const gdte_xfer_notify_t *nt);
 /* The same without waiting: everything is queued and the call returns; the job reports which
  * fragments of `frag` bytes have landed in `dst`, in order (`block`: wait for all), and holds
- * what the queued work uses (device ring, events, a reference to `type`) until
+ * what the queued work uses (its events, a reference to `type`; the device ring is shared by all jobs) until
  * gdte_xfer_job_end, which waits for the work first. On an error nothing is left queued and no
  * job is made. A message of one fragment takes the copy engines alone where its layout allows. */
 typedef struct gdte_xfer_job gdte_xfer_job_t;
