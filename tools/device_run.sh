@@ -766,9 +766,9 @@ section_bench_remote() {
 # How much of a nonblocking device send hides behind the application's work (bench/mpi/overlap):
 # to another node, forced (GDTETEST_NODE_SPLIT=1: fragments through pinned host staging; a
 # nonblocking send returns with its pack queued), the same under MPI_THREAD_MULTIPLE (the
-# interposer's progress thread posts the fragments; -drive: it also tests them until sent,
-# GDTETEST_PROGRESS_DRIVE=1), and within the node (the node path). Rows:
-# $OUT/overlap-<device>.csv, mpi = plain-remote / plain-remote-mt / plain-remote-mt-drive /
+# interposer's progress thread posts the fragments and tests them until sent; -post: it only
+# posts them, GDTETEST_PROGRESS_DRIVE=0), and within the node (the node path). Rows:
+# $OUT/overlap-<device>.csv, mpi = plain-remote / plain-remote-mt / plain-remote-mt-post /
 # plain-node. Environment: OVERLAP_SIZES.
 section_bench_overlap() {
   mpi_build || return
@@ -777,10 +777,10 @@ section_bench_overlap() {
   dev=$(echo "${dev:-gpu}" | tr 'A-Z' 'a-z')
   csv="$OUT/overlap-${dev}.csv"
   rm -f "$csv"
-  for label in plain-remote plain-remote-mt plain-remote-mt-drive plain-node; do
+  for label in plain-remote plain-remote-mt plain-remote-mt-post plain-node; do
     split=$([ $label = plain-node ] && echo 0 || echo 1)
     mt=$(case $label in plain-remote-mt*) echo --thread-multiple ;; esac)
-    drive=$([ $label = plain-remote-mt-drive ] && echo 1 || echo 0)
+    drive=$([ $label = plain-remote-mt-post ] && echo 0 || echo 1)
     log="$OUT/overlap-$label.log"
     # shellcheck disable=SC2086
     timeout "${DEVICE_MPIBENCH_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_COMMIT \
