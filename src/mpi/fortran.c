@@ -1,7 +1,8 @@
 /*
  * Fortran bindings of the calls gdte carries (point-to-point, persistent, completion, pack, the
- * collectives and reductions, blocking, nonblocking and persistent) and of those it refuses
- * (refuse.h: one-sided, MPI-IO, local), so that a Fortran program gets the same refusal as a C
+ * collectives and reductions, blocking, nonblocking and persistent, MPI_Pack_external and
+ * MPI_Unpack_external, the buffer of buffered sends) and of those it refuses (refuse.h:
+ * one-sided, MPI-IO), so that a Fortran program gets the same refusal as a C
  * one instead of an MPI reading device memory; and of the synchronisation calls that may block
  * inside the MPI (shims_sync.c: MPI_Barrier, window synchronisation, closing and syncing files),
  * before which gdte posts what a peer may be waiting for.
@@ -857,6 +858,25 @@ static void f_unpack_external(char *datarep, void *in, MPI_Aint *insize, MPI_Ain
     ret(ierr, rc);
 }
 static void f_buffer_attach(void *buffer, F *size, F *ierr) { ret(ierr, MPI_Buffer_attach(buffer, (int)*size)); }
+/* mpif.h and `use mpi` ignore the buffer argument (MPI-3.1 section 3.6); `use mpi_f08` returns
+ * the address as C does (Open MPI's ompi_buffer_detach_f08). Through the C shim either way, so
+ * that host memory gdte attached in place of device memory is given back. */
+static void f_buffer_detach(void *buffer, F *size, F *ierr)
+{
+    (void)buffer;
+    void *addr = NULL;
+    int sz = 0;
+    int rc = MPI_Buffer_detach(&addr, &sz);
+    if (rc == MPI_SUCCESS) *size = sz;
+    ret(ierr, rc);
+}
+static void f_buffer_detach_f08(void *buffer, F *size, F *ierr)
+{
+    int sz = 0;
+    int rc = MPI_Buffer_detach(buffer, &sz);
+    if (rc == MPI_SUCCESS) *size = sz;
+    ret(ierr, rc);
+}
 
 /* ---- the names: mpi_x, mpi_x_, mpi_x__, MPI_X, the pmpi_ twins, and ompi_x_f ---- */
 #define FALIAS(sym, target) \
@@ -914,6 +934,7 @@ static void f_buffer_attach(void *buffer, F *size, F *ierr) { ret(ierr, MPI_Buff
     X(file_read_ordered_begin, FILE_READ_ORDERED_BEGIN) X(file_read_ordered_end, FILE_READ_ORDERED_END) \
     X(file_write_ordered_begin, FILE_WRITE_ORDERED_BEGIN) X(file_write_ordered_end, FILE_WRITE_ORDERED_END) \
     X(pack_external, PACK_EXTERNAL) X(unpack_external, UNPACK_EXTERNAL) X(buffer_attach, BUFFER_ATTACH) \
+    X(buffer_detach, BUFFER_DETACH) \
     X(barrier, BARRIER) X(win_fence, WIN_FENCE) X(win_lock, WIN_LOCK) X(win_lock_all, WIN_LOCK_ALL) \
     X(win_unlock, WIN_UNLOCK) X(win_unlock_all, WIN_UNLOCK_ALL) X(win_flush, WIN_FLUSH) X(win_flush_all, WIN_FLUSH_ALL) \
     X(win_flush_local, WIN_FLUSH_LOCAL) X(win_flush_local_all, WIN_FLUSH_LOCAL_ALL) X(win_start, WIN_START) \
@@ -930,6 +951,8 @@ static void f_buffer_attach(void *buffer, F *size, F *ierr) { ret(ierr, MPI_Buff
     X(reduce_scatter, REDUCE_SCATTER) X(reduce_scatter_block, REDUCE_SCATTER_BLOCK) X(scan, SCAN) X(exscan, EXSCAN)
 /* clang-format on */
 GDTE_FORTRAN_LIST(FNAMES)
+FALIAS(ompi_buffer_detach_f08, f_buffer_detach_f08)
+FALIAS(pompi_buffer_detach_f08, f_buffer_detach_f08)
 /* Open MPI's: mpix_x_init ... and ompix_x_init_f (its mpi_f08 extension module calls that). */
 #ifdef GDTE_HAVE_MPIX_PCOLL
 #define FXNAMES(lower, UPPER)                                                                                    \

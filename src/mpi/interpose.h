@@ -30,7 +30,8 @@
     X(Irsend) X(Recv) X(Irecv) X(Sendrecv) X(Sendrecv_replace) X(Send_init) X(Ssend_init) X(Bsend_init)       \
     X(Rsend_init) X(Recv_init) X(Start) X(Startall) X(Request_free) X(Request_get_status) X(Wait) X(Waitall) \
     X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany) X(Testsome) X(Pack) X(Unpack) X(Type_free)          \
-    X(Mrecv) X(Imrecv) X(Mprobe) X(Improbe) X(Probe) X(Iprobe) X(Cancel)   \
+    X(Mrecv) X(Imrecv) X(Mprobe) X(Improbe) X(Probe) X(Iprobe) X(Cancel) X(Pack_external)                   \
+    X(Unpack_external) X(Buffer_attach) X(Buffer_detach)                                                     \
     X(Comm_dup) X(Comm_dup_with_info) X(Comm_split) X(Comm_split_type) X(Comm_create) X(Comm_create_group)   \
     X(Cart_create) X(Cart_sub) X(Graph_create) X(Dist_graph_create) X(Dist_graph_create_adjacent)          \
     X(Intercomm_create) X(Intercomm_merge)
@@ -134,8 +135,13 @@ typedef struct gdte_ipo_counters {
     _Atomic int64_t node_frag_flushes;      /* calls that may block in the MPI and posted such
                                                fragments first (gdte_ipo_block_flush) */
     _Atomic int64_t host_cut_scratch;       /* host receives a marker would cut inside an element: into scratch */
+    _Atomic int64_t packs_external, unpacks_external; /* MPI_Pack_external / MPI_Unpack_external on device buffers */
+    _Atomic int64_t buffers_shadowed;       /* MPI_Buffer_attach of device memory: host memory attached instead */
 } gdte_ipo_counters_t;
 extern gdte_ipo_counters_t gdte_ipo_cnt_g;
+
+/* MPI-IO on device buffers (interpose_io.c): counters io_reads, io_writes, or -1. */
+int64_t gdte_ipo_io_counter(const char *name);
 
 /* ---- requests (interpose_req.c) ---- */
 typedef struct gdte_ipo_req {
@@ -277,6 +283,41 @@ int gdte_ipo_pack(const void *inbuf, int incount, MPI_Datatype dt, void *outbuf,
                   MPI_Comm comm);
 int gdte_ipo_unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype dt,
                     MPI_Comm comm);
+/* A host mirror of a typed device buffer, for calls whose work the MPI must do on host memory
+ * laid out as the application's (external32, MPI-IO): a fresh anonymous mapping of the span of
+ * (count, dt), `base` placed so that the user's lowest touched byte is its first (pages never
+ * touched cost nothing), plus host staging of the packed stream. copy_in: the user's touched
+ * bytes into the mirror. gdte_ipo_mirror_out: the first `nbytes` (-1: all) of the mirror's
+ * packed stream back into the user's buffer (bytes between blocks never written). The gdte
+ * type is retained until gdte_ipo_mirror_free. */
+typedef struct gdte_ipo_mirror {
+    void *map;
+    size_t len;
+    void *base;
+    gdte_stage_t *packed;
+    gdte_type_h t;
+    int64_t n; /* packed bytes of (count, dt) */
+    void *user;
+    int count;
+    int fake;
+} gdte_ipo_mirror_t;
+gdte_status_t gdte_ipo_mirror_make(gdte_ipo_mirror_t *m, const void *user, int count, MPI_Datatype dt,
+                                   gdte_ipo_kind_t kind, int copy_in);
+gdte_status_t gdte_ipo_mirror_out(gdte_ipo_mirror_t *m, int64_t nbytes);
+void gdte_ipo_mirror_free(gdte_ipo_mirror_t *m);
+
+/* MPI_Pack_external / MPI_Unpack_external with a device buffer on either side: the MPI converts
+ * on host mirrors (interpose_pack.c). */
+int gdte_ipo_pack_external(const char *datarep, const void *inbuf, int incount, MPI_Datatype dt, void *outbuf,
+                           MPI_Aint outsize, MPI_Aint *position);
+int gdte_ipo_unpack_external(const char *datarep, const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf,
+                             int outcount, MPI_Datatype dt);
+/* MPI_Buffer_attach of device memory: the MPI is given host memory of the same size instead
+ * (the attached buffer is the MPI's alone until detached), and MPI_Buffer_detach hands back the
+ * application's address (interpose_pack.c). */
+int gdte_ipo_buffer_attach(void *buffer, int size);
+int gdte_ipo_buffer_detach(void *buffer_addr, int *size);
+void gdte_ipo_buffer_finalize(void);
 
 /* ---- node path: same-node device messages GPU to GPU (interpose_node.c) ---- */
 /* A marker's size: every message of exactly this many bytes between framing peers is one. An

@@ -123,6 +123,7 @@ int gdte_ipo_finalize(void)
     }
     if (check_comm != MPI_COMM_NULL) PMPI_Comm_free(&check_comm);
     int rc = IPO_NEXT(Finalize)();
+    gdte_ipo_buffer_finalize();
     if (gdte_started) {
         if (gdte_ipo_req_live() > 0)
             gdte_warn("%lld device requests never completed before MPI_Finalize", (long long)gdte_ipo_req_live());
@@ -418,6 +419,9 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"node_frag_flushes", gdte_ipo_cnt_g.node_frag_flushes},
         {"node_frag_thread_posts", gdte_ipo_cnt_g.node_frag_thread_posts},
         {"host_cut_scratch", gdte_ipo_cnt_g.host_cut_scratch},
+        {"packs_external", gdte_ipo_cnt_g.packs_external},
+        {"unpacks_external", gdte_ipo_cnt_g.unpacks_external},
+        {"buffers_shadowed", gdte_ipo_cnt_g.buffers_shadowed},
         {"node_recvs", gdte_ipo_cnt_g.node_recvs},
         {"requests_live", gdte_ipo_req_live()},
         {"types_live", gdte_engine_live_types()},
@@ -433,6 +437,8 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].n, name)) return tab[i].v;
+    int64_t io = gdte_ipo_io_counter(name); /* MPI-IO's (interpose_io.c) */
+    if (io >= 0) return io;
     return gdte_ipo_coll_counter(name); /* the collectives' (interpose_coll.c), or -1 */
 }
 

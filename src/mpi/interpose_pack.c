@@ -15,9 +15,13 @@
  * bookkeeping (pending flag, flush, counter) so CI exercises it.
  */
 #include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "interpose.h"
 #include "xfer.h"
+#include "engine/engine.h"
 #include "gpu/gpu.h"
 #include "kernels/memquery.h"
 #include "util/util.h"
@@ -284,4 +288,220 @@ int gdte_ipo_unpack(const void *inbuf, int insize, int *position, void *outbuf, 
         return IPO_NEXT(Unpack)(inbuf, insize, position, outbuf, outcount, dt, comm);
     if (uk == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(comm, "MPI_Unpack", dt, outcount);
     return pack_common(1, outbuf, outcount, dt, (void *)inbuf, insize, position, comm, uk, pk);
+}
+
+/* ---- MPI_Pack_external / MPI_Unpack_external ------------------------------------------------
+ * The external32 representation is the MPI's to produce (byte order, sizes of the predefined
+ * types): gdte hands the MPI host memory laid out as the application's buffer and lets it
+ * convert. The typed side is mirrored: its touched bytes packed by gdte into host staging and
+ * unpacked by the host executor into a fresh anonymous mapping of the type's span, placed so
+ * that the user's lowest touched byte is the mapping's first (pages never touched cost nothing,
+ * so a span of MPI_BOTTOM addresses far apart costs address space only); after an unpack the
+ * touched bytes go back the same way, so bytes between them are never written. The byte side
+ * (the external32 stream) is bounced through host staging; the MPI sees it at the application's
+ * `position` by integer arithmetic on the staging's address. Synchronous: the MPI reads and
+ * writes inside the call. Under a GPU-aware MPI too: whether its external32 conversion reads
+ * device memory is not something gdte can ask. */
+
+static const gdte_pack_params_t mirror_host_params = {.field_mask = GDTE_PACK_FIELD_FLAGS,
+                                                      .flags = GDTE_PACK_FLAG_HOST};
+
+void gdte_ipo_mirror_free(gdte_ipo_mirror_t *m)
+{
+    if (m->map) munmap(m->map, m->len);
+    if (m->packed) gdte_stage_release(m->packed);
+    if (m->t) gdte_type_release(m->t);
+    memset(m, 0, sizeof *m);
+}
+
+gdte_status_t gdte_ipo_mirror_make(gdte_ipo_mirror_t *m, const void *user, int count, MPI_Datatype dt,
+                                   gdte_ipo_kind_t kind, int copy_in)
+{
+    memset(m, 0, sizeof *m);
+    m->user = (void *)user;
+    m->count = count;
+    m->fake = kind == GDTE_IPO_FAKE;
+    gdte_type_info_t ti;
+    gdte_type_h t;
+    pk_inside = 1;
+    gdte_status_t st = gdte_ipo_type(dt, count, &t, &m->n);
+    pk_inside = 0;
+    if (st != GDTE_OK) return st;
+    gdte_type_retain(t); /* the MPI datatype may be freed while a nonblocking call holds the mirror */
+    m->t = t;
+    if ((st = gdte_type_get_info(t, &ti)) != GDTE_OK) return st;
+    int64_t step = (int64_t)(count > 0 ? count - 1 : 0) * ti.extent;
+    int64_t lo = ti.true_lb + (step < 0 ? step : 0), hi = ti.true_lb + ti.true_extent + (step > 0 ? step : 0);
+    m->len = (size_t)(hi - lo > 0 ? hi - lo : 1);
+    void *map = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map == MAP_FAILED) return GDTE_ERR_NO_MEMORY;
+    m->map = map;
+    m->base = (void *)((uintptr_t)map - (uintptr_t)lo);
+    if ((st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)(m->n > 0 ? m->n : 1), &m->packed)) != GDTE_OK) return st;
+    if (!copy_in || m->n == 0) return GDTE_OK;
+    gdte_ipo_pending_flush(); /* earlier deferred packs may have produced these bytes */
+    st = gdte_xfer_pack_to_host(user, count, t, m->fake, m->packed->ptr, m->packed->pinned, m->n);
+    if (st == GDTE_OK) st = gdte_unpack(m->packed->ptr, m->n, m->base, count, t, &mirror_host_params, NULL);
+    return st;
+}
+
+gdte_status_t gdte_ipo_mirror_out(gdte_ipo_mirror_t *m, int64_t nbytes)
+{
+    if (nbytes < 0 || nbytes > m->n) nbytes = m->n;
+    if (nbytes == 0) return GDTE_OK;
+    gdte_status_t st = gdte_pack(m->base, m->count, m->t, m->packed->ptr, m->n, &mirror_host_params, NULL);
+    if (st == GDTE_OK)
+        st = gdte_xfer_unpack_from_host(m->packed->ptr, m->packed->pinned, nbytes, m->user, m->count, m->t, m->fake);
+    return st;
+}
+
+/* Plain bytes between device (or fake device) memory and host memory. */
+static gdte_status_t ext_bytes(void *dst, const void *src, size_t n, int fake)
+{
+    if (n == 0) return GDTE_OK;
+    if (fake) {
+        memcpy(dst, src, n);
+        return GDTE_OK;
+    }
+    return gdte_gpu_memcpy(dst, src, n);
+}
+
+int gdte_ipo_pack_external(const char *datarep, const void *inbuf, int incount, MPI_Datatype dt, void *outbuf,
+                           MPI_Aint outsize, MPI_Aint *position)
+{
+    gdte_ipo_kind_t uk = incount > 0 ? gdte_ipo_buf_kind(inbuf, incount, dt) : GDTE_IPO_HOST;
+    gdte_ipo_kind_t pk = incount > 0 && outbuf && position && *position >= 0 && *position < outsize
+                             ? gdte_ipo_buf_kind((char *)outbuf + *position, 1, MPI_BYTE)
+                             : GDTE_IPO_HOST;
+    if (uk == GDTE_IPO_HOST && pk == GDTE_IPO_HOST)
+        return IPO_NEXT(Pack_external)(datarep, inbuf, incount, dt, outbuf, outsize, position);
+    if (uk == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(MPI_COMM_WORLD, "MPI_Pack_external", dt, incount);
+    gdte_ipo_pending_flush(); /* earlier deferred packs may have produced these bytes */
+    MPI_Aint need = 0;
+    int rc = PMPI_Pack_external_size(datarep, incount, dt, &need);
+    if (rc != MPI_SUCCESS) return rc; /* the MPI's own error, through its handler */
+    gdte_ipo_mirror_t m = {0};
+    gdte_stage_t *out = NULL;
+    const void *in_arg = inbuf;
+    void *out_arg = outbuf;
+    gdte_status_t st = GDTE_OK;
+    if (uk != GDTE_IPO_HOST) {
+        st = gdte_ipo_mirror_make(&m, inbuf, incount, dt, uk, 1);
+        in_arg = m.base;
+    }
+    MPI_Aint pos0 = *position;
+    if (st == GDTE_OK && pk != GDTE_IPO_HOST) {
+        /* The MPI writes at most min(need, outsize - pos0) bytes from out_arg + pos0. */
+        st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, (size_t)(need > 0 ? need : 1), &out);
+        if (st == GDTE_OK) out_arg = (void *)((uintptr_t)out->ptr - (uintptr_t)pos0);
+    }
+    if (st != GDTE_OK) {
+        gdte_ipo_mirror_free(&m);
+        if (out) gdte_stage_release(out);
+        return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Pack_external", st);
+    }
+    rc = IPO_NEXT(Pack_external)(datarep, in_arg, incount, dt, out_arg, outsize, position);
+    if (rc == MPI_SUCCESS && out && *position > pos0)
+        st = ext_bytes((char *)outbuf + pos0, out->ptr, (size_t)(*position - pos0), pk == GDTE_IPO_FAKE);
+    gdte_ipo_mirror_free(&m);
+    if (out) gdte_stage_release(out);
+    if (st != GDTE_OK) return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Pack_external", st);
+    if (rc == MPI_SUCCESS) gdte_ipo_cnt_g.packs_external++;
+    return rc;
+}
+
+int gdte_ipo_unpack_external(const char *datarep, const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf,
+                             int outcount, MPI_Datatype dt)
+{
+    gdte_ipo_kind_t uk = outcount > 0 ? gdte_ipo_buf_kind(outbuf, outcount, dt) : GDTE_IPO_HOST;
+    gdte_ipo_kind_t pk = outcount > 0 && inbuf && position && *position >= 0 && *position < insize
+                             ? gdte_ipo_buf_kind((const char *)inbuf + *position, 1, MPI_BYTE)
+                             : GDTE_IPO_HOST;
+    if (uk == GDTE_IPO_HOST && pk == GDTE_IPO_HOST)
+        return IPO_NEXT(Unpack_external)(datarep, inbuf, insize, position, outbuf, outcount, dt);
+    if (uk == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(MPI_COMM_WORLD, "MPI_Unpack_external", dt, outcount);
+    gdte_ipo_pending_flush();
+    MPI_Aint need = 0;
+    int rc = PMPI_Pack_external_size(datarep, outcount, dt, &need);
+    if (rc != MPI_SUCCESS) return rc;
+    gdte_ipo_mirror_t m = {0};
+    gdte_stage_t *in = NULL;
+    const void *in_arg = inbuf;
+    void *out_arg = outbuf;
+    gdte_status_t st = GDTE_OK;
+    MPI_Aint pos0 = *position;
+    if (pk != GDTE_IPO_HOST) {
+        /* The MPI reads at most min(need, insize - pos0) bytes from in_arg + pos0. */
+        size_t avail = (size_t)(insize - pos0 < need ? insize - pos0 : need);
+        st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, avail > 0 ? avail : 1, &in);
+        if (st == GDTE_OK) st = ext_bytes(in->ptr, (const char *)inbuf + pos0, avail, pk == GDTE_IPO_FAKE);
+        if (in) in_arg = (const void *)((uintptr_t)in->ptr - (uintptr_t)pos0);
+    }
+    if (st == GDTE_OK && uk != GDTE_IPO_HOST) {
+        st = gdte_ipo_mirror_make(&m, outbuf, outcount, dt, uk, 0);
+        out_arg = m.base;
+    }
+    if (st == GDTE_OK) {
+        rc = IPO_NEXT(Unpack_external)(datarep, in_arg, insize, position, out_arg, outcount, dt);
+        if (rc == MPI_SUCCESS && uk != GDTE_IPO_HOST) st = gdte_ipo_mirror_out(&m, -1);
+    }
+    gdte_ipo_mirror_free(&m);
+    if (in) gdte_stage_release(in);
+    if (st != GDTE_OK) return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Unpack_external", st);
+    if (rc == MPI_SUCCESS) gdte_ipo_cnt_g.unpacks_external++;
+    return rc;
+}
+
+/* ---- MPI_Buffer_attach / MPI_Buffer_detach ----------------------------------------------------
+ * The attached buffer is the MPI's alone until it is detached: the MPI copies buffered messages
+ * into it with the CPU, and the application may not touch it meanwhile. So device memory is
+ * replaced by host memory of the same size (the MPI's accounting of what fits, and its
+ * MPI_ERR_BUFFER when a message does not, stay exactly the application's), and detaching hands
+ * back the application's address and size. One buffer is attached at a time (MPI's rule). */
+static pthread_mutex_t bat_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *bat_user, *bat_shadow;
+
+int gdte_ipo_buffer_attach(void *buffer, int size)
+{
+    gdte_ipo_kind_t k = size > 0 ? gdte_ipo_buf_kind(buffer, size, MPI_BYTE) : GDTE_IPO_HOST;
+    if (k == GDTE_IPO_HOST) return IPO_NEXT(Buffer_attach)(buffer, size);
+    if (k == GDTE_IPO_MIXED) return gdte_ipo_mixed_fail(MPI_COMM_WORLD, "MPI_Buffer_attach", MPI_BYTE, size);
+    void *shadow = malloc((size_t)size);
+    if (!shadow) return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Buffer_attach", GDTE_ERR_NO_MEMORY);
+    pthread_mutex_lock(&bat_lock);
+    int rc = IPO_NEXT(Buffer_attach)(shadow, size); /* (MPI_ERR_BUFFER where one is attached already) */
+    if (rc == MPI_SUCCESS) {
+        /* An earlier shadow the MPI took back without gdte seeing it (a detach through a binding
+         * that bypasses the shim): the MPI is done with it. */
+        free(bat_shadow);
+        bat_user = buffer;
+        bat_shadow = shadow;
+        gdte_ipo_cnt_g.buffers_shadowed++;
+        gdte_debug("MPI_Buffer_attach: %d bytes of device memory at %p; the MPI gets host memory instead", size, buffer);
+    }
+    pthread_mutex_unlock(&bat_lock);
+    if (rc != MPI_SUCCESS) free(shadow);
+    return rc;
+}
+
+int gdte_ipo_buffer_detach(void *buffer_addr, int *size)
+{
+    pthread_mutex_lock(&bat_lock);
+    int rc = IPO_NEXT(Buffer_detach)(buffer_addr, size);
+    if (rc == MPI_SUCCESS && buffer_addr && bat_shadow && *(void **)buffer_addr == bat_shadow) {
+        *(void **)buffer_addr = bat_user;
+        free(bat_shadow);
+        bat_shadow = bat_user = NULL;
+    }
+    pthread_mutex_unlock(&bat_lock);
+    return rc;
+}
+
+/* After the MPI finalised: a buffer still attached is the MPI's no more. */
+void gdte_ipo_buffer_finalize(void)
+{
+    pthread_mutex_lock(&bat_lock);
+    free(bat_shadow);
+    bat_shadow = bat_user = NULL;
+    pthread_mutex_unlock(&bat_lock);
 }

@@ -54,12 +54,12 @@
  * shims_reduce.c, interpose_reduce.h's GDTE_RED_LIST and MPI_Reduce_local), in words, for gdte_info
  * and the README. */
 #define GDTE_MPI_CARRIED                                                                                  \
-    "point-to-point, persistent, completion, pack, collectives (alltoall, gather, scatter, bcast families), " \
+    "point-to-point, persistent, completion, pack (external32 too), the buffer of buffered sends, MPI-IO, collectives (alltoall, gather, scatter, bcast families), " \
     "neighborhood collectives and reductions (blocking, nonblocking and persistent, the blocking ones GPU to GPU " \
     "within the node, reductions of predefined operations from GDTE_MPI_REDUCE_NODE_MIN bytes)"
 
 /* F(id, key): key names the family in gdte_info's output and in the README's Coverage rows. */
-#define GDTE_REFUSE_FAMILIES(F) F(RMA, "one-sided") F(IO, "MPI-IO") F(LOCAL, "local")
+#define GDTE_REFUSE_FAMILIES(F) F(RMA, "one-sided")
 
 /* ---- parameter shapes of the collectives (shims_coll.c, shims_reduce.c, the persistent forms) ---- */
 #define RF_GATHER_P                                                                                          \
@@ -100,14 +100,6 @@
     RF_BUF(target_rank != MPI_PROC_NULL && op != MPI_NO_OP, origin_addr, origin_count, origin_datatype) \
     RF_BUF(target_rank != MPI_PROC_NULL, result_addr, result_count, result_datatype)
 
-/* MPI-IO: the user buffer; a split collective's _end looks at the buffer's first byte. */
-#define RF_IOAT_P(cv) MPI_File fh, MPI_Offset offset, cv void *buf, int count, MPI_Datatype datatype
-#define RF_IOAT_A fh, offset, buf, count, datatype
-#define RF_IO_P(cv) MPI_File fh, cv void *buf, int count, MPI_Datatype datatype
-#define RF_IO_A fh, buf, count, datatype
-#define RF_IO_R RF_BUF(1, buf, count, datatype)
-#define RF_IOEND_R RF_BYTES(1, buf, 1)
-
 /* clang-format off */
 #define GDTE_REFUSE_LIST(X) \
     /* ---- one-sided ---- */ \
@@ -132,52 +124,7 @@
       RF_BUF(target_rank != MPI_PROC_NULL, result_addr, 1, datatype)) \
     X(RMA, MPI_Win_create, (void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win), \
       (base, size, disp_unit, info, comm, win), COMM, comm, RF_BYTES(1, base, size)) \
-    X(RMA, MPI_Win_attach, (MPI_Win win, void *base, MPI_Aint size), (win, base, size), WIN, win, RF_BYTES(1, base, size)) \
-    /* ---- MPI-IO ---- */ \
-    X(IO, MPI_File_read_at, (RF_IOAT_P(), MPI_Status *status), (RF_IOAT_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read_at_all, (RF_IOAT_P(), MPI_Status *status), (RF_IOAT_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write_at, (RF_IOAT_P(const), MPI_Status *status), (RF_IOAT_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write_at_all, (RF_IOAT_P(const), MPI_Status *status), (RF_IOAT_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iread_at, (RF_IOAT_P(), MPI_Request *request), (RF_IOAT_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iwrite_at, (RF_IOAT_P(const), MPI_Request *request), (RF_IOAT_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iread_at_all, (RF_IOAT_P(), MPI_Request *request), (RF_IOAT_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iwrite_at_all, (RF_IOAT_P(const), MPI_Request *request), (RF_IOAT_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read, (RF_IO_P(), MPI_Status *status), (RF_IO_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read_all, (RF_IO_P(), MPI_Status *status), (RF_IO_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write, (RF_IO_P(const), MPI_Status *status), (RF_IO_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write_all, (RF_IO_P(const), MPI_Status *status), (RF_IO_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iread, (RF_IO_P(), MPI_Request *request), (RF_IO_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iwrite, (RF_IO_P(const), MPI_Request *request), (RF_IO_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iread_all, (RF_IO_P(), MPI_Request *request), (RF_IO_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iwrite_all, (RF_IO_P(const), MPI_Request *request), (RF_IO_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read_shared, (RF_IO_P(), MPI_Status *status), (RF_IO_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write_shared, (RF_IO_P(const), MPI_Status *status), (RF_IO_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iread_shared, (RF_IO_P(), MPI_Request *request), (RF_IO_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_iwrite_shared, (RF_IO_P(const), MPI_Request *request), (RF_IO_A, request), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read_ordered, (RF_IO_P(), MPI_Status *status), (RF_IO_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write_ordered, (RF_IO_P(const), MPI_Status *status), (RF_IO_A, status), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read_at_all_begin, (RF_IOAT_P()), (RF_IOAT_A), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read_at_all_end, (MPI_File fh, void *buf, MPI_Status *status), (fh, buf, status), FH, fh, RF_IOEND_R) \
-    X(IO, MPI_File_write_at_all_begin, (RF_IOAT_P(const)), (RF_IOAT_A), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write_at_all_end, (MPI_File fh, const void *buf, MPI_Status *status), (fh, buf, status), FH, fh, RF_IOEND_R) \
-    X(IO, MPI_File_read_all_begin, (RF_IO_P()), (RF_IO_A), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read_all_end, (MPI_File fh, void *buf, MPI_Status *status), (fh, buf, status), FH, fh, RF_IOEND_R) \
-    X(IO, MPI_File_write_all_begin, (RF_IO_P(const)), (RF_IO_A), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write_all_end, (MPI_File fh, const void *buf, MPI_Status *status), (fh, buf, status), FH, fh, RF_IOEND_R) \
-    X(IO, MPI_File_read_ordered_begin, (RF_IO_P()), (RF_IO_A), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_read_ordered_end, (MPI_File fh, void *buf, MPI_Status *status), (fh, buf, status), FH, fh, RF_IOEND_R) \
-    X(IO, MPI_File_write_ordered_begin, (RF_IO_P(const)), (RF_IO_A), FH, fh, RF_IO_R) \
-    X(IO, MPI_File_write_ordered_end, (MPI_File fh, const void *buf, MPI_Status *status), (fh, buf, status), FH, fh, RF_IOEND_R) \
-    /* ---- local calls: no communication, but the MPI reads or writes the buffer ---- */ \
-    X(LOCAL, MPI_Pack_external, \
-      (const char datarep[], const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position), \
-      (datarep, inbuf, incount, datatype, outbuf, outsize, position), WORLD, MPI_COMM_WORLD, \
-      RF_BUF(1, inbuf, incount, datatype) RF_BYTES(1, outbuf, outsize)) \
-    X(LOCAL, MPI_Unpack_external, \
-      (const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype), \
-      (datarep, inbuf, insize, position, outbuf, outcount, datatype), WORLD, MPI_COMM_WORLD, \
-      RF_BYTES(1, inbuf, insize) RF_BUF(1, outbuf, outcount, datatype)) \
-    X(LOCAL, MPI_Buffer_attach, (void *buffer, int size), (buffer, size), WORLD, MPI_COMM_WORLD, RF_BYTES(1, buffer, size))
+    X(RMA, MPI_Win_attach, (MPI_Win win, void *base, MPI_Aint size), (win, base, size), WIN, win, RF_BYTES(1, base, size))
 /* clang-format on */
 
 #endif

@@ -370,6 +370,35 @@ GDTE_IPO_EXPORT int MPI_Unpack(const void *inbuf, int insize, int *position, voi
     return gdte_ipo_unpack(inbuf, insize, position, outbuf, outcount, dt, comm);
 }
 
+GDTE_IPO_EXPORT int MPI_Pack_external(const char datarep[], const void *inbuf, int incount, MPI_Datatype dt,
+                                      void *outbuf, MPI_Aint outsize, MPI_Aint *position)
+{
+    IPO_OFF_RETURN(Pack_external, datarep, inbuf, incount, dt, outbuf, outsize, position);
+    return gdte_ipo_pack_external(datarep, inbuf, incount, dt, outbuf, outsize, position);
+}
+
+GDTE_IPO_EXPORT int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize, MPI_Aint *position,
+                                        void *outbuf, int outcount, MPI_Datatype dt)
+{
+    IPO_OFF_RETURN(Unpack_external, datarep, inbuf, insize, position, outbuf, outcount, dt);
+    return gdte_ipo_unpack_external(datarep, inbuf, insize, position, outbuf, outcount, dt);
+}
+
+/* ---- the buffer of buffered sends ---- */
+GDTE_IPO_EXPORT int MPI_Buffer_attach(void *buffer, int size)
+{
+    IPO_OFF_RETURN(Buffer_attach, buffer, size);
+    gdte_ipo_pending_flush();
+    return gdte_ipo_buffer_attach(buffer, size);
+}
+
+GDTE_IPO_EXPORT int MPI_Buffer_detach(void *buffer_addr, int *size)
+{
+    IPO_OFF_RETURN(Buffer_detach, buffer_addr, size);
+    gdte_ipo_block_flush(); /* it waits for the buffered messages to leave */
+    return gdte_ipo_buffer_detach(buffer_addr, size);
+}
+
 /* ---- datatypes ---- */
 /* MPI_Type_commit is not intercepted: a type is imported into gdte at its first use with
  * device memory (gdte_ipo_type), so programs that never use one pay nothing for it. */

@@ -6,7 +6,7 @@
  * what it produced), then, only when a device buffer is possible at all and the MPI cannot
  * read one (a GPU or the fake device, and not GPU-aware), looks at the memory kind of each
  * buffer the call will touch. A device buffer is refused with MPI_ERR_BUFFER through the
- * error handler of the call's communicator, window or file (MPI_COMM_WORLD's for a call with
+ * error handler of the call's communicator or window (MPI_COMM_WORLD's for a call with
  * none) and a log line saying which buffer and why; the MPI never sees the call. Host buffers,
  * and every buffer under a GPU-aware MPI, go to the MPI untouched.
  *
@@ -103,14 +103,6 @@ static int rf_fail_WIN(MPI_Win win, const char *fn, const char *what, gdte_ipo_k
     if (win == MPI_WIN_NULL) return rf_fail_COMM(MPI_COMM_WORLD, fn, what, k);
     rf_log(fn, what, k);
     PMPI_Win_call_errhandler(win, MPI_ERR_BUFFER);
-    return MPI_ERR_BUFFER;
-}
-
-/* MPI_FILE_NULL has a handler too: the default for files (MPI_ERRORS_RETURN unless changed). */
-static int rf_fail_FH(MPI_File fh, const char *fn, const char *what, gdte_ipo_kind_t k)
-{
-    rf_log(fn, what, k);
-    PMPI_File_call_errhandler(fh, MPI_ERR_BUFFER);
     return MPI_ERR_BUFFER;
 }
 

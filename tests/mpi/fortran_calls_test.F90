@@ -11,9 +11,10 @@
 ! 2. The refused calls, every shape of fortran.c, on host arrays: they reach the MPI and give
 !    the data the program computes (one-sided under fences and under passive-target locks, MPI-IO
 !    with explicit offsets, individual and shared file pointers and split collectives, external32
-!    packing, buffered sends). On device arrays a representative of each family (MPI_Get,
-!    MPI_File_write_at, MPI_Pack_external, MPI_Buffer_attach) is MPI_ERR_BUFFER where gdte refuses
-!    it (fake mode, not GPU-aware) and goes through elsewhere.
+!    packing, buffered sends). On device arrays MPI_Get is MPI_ERR_BUFFER where gdte refuses
+!    it (fake mode, not GPU-aware) and goes through elsewhere; MPI_File_write_at,
+!    MPI_Pack_external and MPI_Buffer_attach/MPI_Buffer_detach of device arrays always go
+!    through (gdte carries them).
 program fortran_calls_test
 #ifdef GDTE_F08
   use mpi_f08
@@ -746,22 +747,34 @@ contains
     call MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN, ierr)
     off = 8 * n * rank
     call MPI_File_write_at(fh, off, a, n, MPI_DOUBLE_PRECISION, MPI_STATUS_IGNORE, ierr)
-    call refusal(ierr, refused, 'MPI_File_write_at from device memory')
+    call refusal(ierr, .false., 'MPI_File_write_at from device memory')
     call MPI_File_close(fh, ierr)
 
     psz = size(pk)
     pos = 0
+    ! Carried now (never refused): external32 from device memory, the buffer of buffered sends.
     call MPI_Pack_external('external32', a, n, MPI_DOUBLE_PRECISION, pk, psz, pos, ierr)
-    call refusal(ierr, refused, 'MPI_Pack_external from device memory')
-    if (.not. refused) call check(pos == 8 * n, 'MPI_Pack_external from device memory: position')
+    call refusal(ierr, .false., 'MPI_Pack_external from device memory')
+    call check(pos == 8 * n, 'MPI_Pack_external from device memory: position')
 
     bsz = 8 * size(a)
     call MPI_Buffer_attach(a, bsz, ierr)
-    call refusal(ierr, refused, 'MPI_Buffer_attach of device memory')
+    call refusal(ierr, .false., 'MPI_Buffer_attach of device memory')
+    bsz = -1
 #ifdef GDTE_F08
-    if (.not. refused) call MPI_Buffer_detach(baddr, bsz, ierr)
+    call MPI_Buffer_detach(baddr, bsz, ierr)
 #else
-    if (.not. refused) call MPI_Buffer_detach(a, bsz, ierr)
+    call MPI_Buffer_detach(a, bsz, ierr)
+#endif
+    call refusal(ierr, .false., 'MPI_Buffer_detach of device memory')
+    call check(bsz == 8 * size(a), 'MPI_Buffer_detach of device memory: size')
+    ! attached and detached again: the MPI holds no buffer now
+    call MPI_Buffer_attach(a, bsz, ierr)
+    call refusal(ierr, .false., 'MPI_Buffer_attach of device memory, again')
+#ifdef GDTE_F08
+    call MPI_Buffer_detach(baddr, bsz, ierr)
+#else
+    call MPI_Buffer_detach(a, bsz, ierr)
 #endif
   end subroutine
 

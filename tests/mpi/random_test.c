@@ -19,11 +19,18 @@
  * buffer, and compares every byte of its allocation, gaps and margins included. A truncated
  * receive must end in MPI_ERR_TRUNCATE with no byte outside the receive type's map changed.
  *
+ * Every fourth case the sender also packs its buffer with MPI_Pack_external and unpacks the
+ * stream with MPI_Unpack_external, against the MPI's own on host copies (external_check), and
+ * every fourth (without --threads) writes it to a file and reads it back by one of 14 MPI-IO
+ * call forms, against the same calls on host copies (io_check).
+ *
  * Usage: random_test [--cases N] [--seed S] [--first K] [--max-bytes B] [--verbose] [--kinds]
+ *                    [--no-external] [--no-io]
  * Rank 0 and 1 exchange; further ranks only take part in the closing reduction.
  */
 #include <pthread.h>
 #include <stdarg.h>
+#include <unistd.h>
 #include "mpitest.h"
 
 /* Type descriptions nest into fixed buffers: cutting a deep one short is intended. */
@@ -393,6 +400,257 @@ static int mpi_consistent(MPI_Datatype t, int count, int64_t nbytes)
 
 static _Atomic long n_skipped;
 
+/* ---- MPI_Pack_external / MPI_Unpack_external (local, on the sender) ----------------------
+ * The external32 stream of the case's send buffer, packed at a random position into an output
+ * buffer of either kind, against the MPI's own MPI_Pack_external of the host copy; then
+ * unpacked from that stream into a poisoned buffer of the same type and kind, against the MPI's
+ * MPI_Unpack_external into a poisoned host copy (every byte compared, gaps and margins
+ * included). One case in eight gives an output or input one byte short: the error class and
+ * the untouched bytes must be the MPI's on host memory. */
+static _Atomic long n_external;
+static int external = 1; /* --no-external: skip it */
+static void external_check(int64_t k, const rtype_t *st, int sc, rbuf_t *sb, void *sbuf, MPI_Datatype s_use, int s_cnt,
+                           int mode)
+{
+    int sdev = sb->dev;
+    int odev = (int)((k >> 4) & 1), shorted = k / 8 % 8 == 1;
+    MPI_Aint need = 0, off = (MPI_Aint)(k % 7);
+    MT_MPI(MPI_Pack_external_size("external32", sc, st->t, &need));
+    size_t olen = (size_t)(off + need + 16);
+    MPI_Aint osize = off + need - (shorted ? 1 : 0);
+    unsigned char *want = malloc(olen), *got = malloc(olen);
+    for (size_t i = 0; i < olen; i++) want[i] = (unsigned char)(0x5A ^ i);
+    unsigned char *out = odev ? mt_dev_alloc(olen) : malloc(olen);
+    if (odev) mt_put(out, want, olen);
+    else memcpy(out, want, olen);
+    MPI_Aint wpos = off, gpos = off;
+    int wrc = MPI_Pack_external("external32", sb->host + MARGIN - sb->lo, sc, st->t, want, osize, &wpos);
+    int64_t c0 = mt_counter("packs_external");
+    int grc = MPI_Pack_external("external32", sbuf, s_cnt, s_use, out, osize, &gpos);
+    if (odev) mt_get(got, out, olen);
+    else memcpy(got, out, olen);
+    int carried = (sdev || odev) && mt_expect_gdte();
+    MT_CHECK(mt_eclass(grc) == mt_eclass(wrc) && gpos == wpos,
+             "case %lld: MPI_Pack_external (buffer %s, output %s%s): class %d position %ld, the MPI on host memory: "
+             "class %d position %ld",
+             (long long)k, sdev ? "device" : "host", odev ? "device" : "host", shorted ? ", one byte short" : "",
+             mt_eclass(grc), (long)gpos, mt_eclass(wrc), (long)wpos);
+    size_t i = 0;
+    while (i < olen && got[i] == want[i]) i++;
+    MT_CHECK(i == olen, "case %lld: MPI_Pack_external (buffer %s, output %s, mode %d): byte %zu is %d, want %d",
+             (long long)k, sdev ? "device" : "host", odev ? "device" : "host", mode, i, i < olen ? got[i] : 0,
+             i < olen ? want[i] : 0);
+    if (carried && wrc == MPI_SUCCESS)
+        MT_CHECK(mt_counter("packs_external") > c0, "case %lld: MPI_Pack_external on device memory not carried by gdte",
+                 (long long)k);
+    if (wrc == MPI_SUCCESS) {
+        /* Back into a poisoned buffer of the same type and kind, from the stream (device or host). */
+        rbuf_t ub = {0};
+        rbuf_make_kind(&ub, sdev, st->t, sc, 0);
+        for (size_t j = 0; j < ub.len; j++) ub.host[j] = (unsigned char)(0xC3 ^ (j * 13));
+        unsigned char *uwant = malloc(ub.len);
+        memcpy(uwant, ub.host, ub.len);
+        rbuf_upload(&ub);
+        void *ubuf = ub.buf;
+        MPI_Datatype u_use = st->t, bot = MPI_DATATYPE_NULL;
+        int u_cnt = sc;
+        if (mode == 2) {
+            bot = mt_bottom_type(ub.buf, sc, st->t);
+            u_use = bot;
+            u_cnt = 1;
+            ubuf = MPI_BOTTOM;
+        }
+        MPI_Aint isize = off + need - (k / 8 % 8 == 4 ? 1 : 0);
+        wpos = gpos = off;
+        wrc = MPI_Unpack_external("external32", want, isize, &wpos, uwant + MARGIN - ub.lo, sc, st->t);
+        c0 = mt_counter("unpacks_external");
+        grc = MPI_Unpack_external("external32", out, isize, &gpos, ubuf, u_cnt, u_use);
+        rbuf_download(&ub);
+        MT_CHECK(mt_eclass(grc) == mt_eclass(wrc) && gpos == wpos,
+                 "case %lld: MPI_Unpack_external (buffer %s, input %s): class %d position %ld, the MPI on host memory: "
+                 "class %d position %ld",
+                 (long long)k, sdev ? "device" : "host", odev ? "device" : "host", mt_eclass(grc), (long)gpos,
+                 mt_eclass(wrc), (long)wpos);
+        i = 0;
+        while (i < ub.len && ub.host[i] == uwant[i]) i++;
+        MT_CHECK(i == ub.len,
+                 "case %lld: MPI_Unpack_external (buffer %s, input %s, mode %d): byte %zu (offset %lld from buf) is %d, "
+                 "want %d",
+                 (long long)k, sdev ? "device" : "host", odev ? "device" : "host", mode, i,
+                 (long long)i - MARGIN + (long long)ub.lo, i < ub.len ? ub.host[i] : 0, i < ub.len ? uwant[i] : 0);
+        if (carried && wrc == MPI_SUCCESS)
+            MT_CHECK(mt_counter("unpacks_external") > c0,
+                     "case %lld: MPI_Unpack_external on device memory not carried by gdte", (long long)k);
+        if (bot != MPI_DATATYPE_NULL) MPI_Type_free(&bot);
+        free(uwant);
+        rbuf_free(&ub);
+    }
+    n_external++;
+    if (odev) mt_dev_free(out);
+    else free(out);
+    free(want);
+    free(got);
+}
+
+/* ---- MPI-IO (local files, on the sender) --------------------------------------------------
+ * The case's send buffer written by one of 14 call forms (explicit offsets, individual and
+ * shared file pointers, blocking, nonblocking, split collectives) to a file of this process
+ * (MPI_COMM_SELF), and its host copy by the same form to a second file: the two files must be
+ * byte for byte the same. Then the second file read back by the same form into a poisoned
+ * buffer of the send buffer's kind and into a poisoned host copy: every byte the same, and the
+ * statuses' counts; one read in three starts halfway through the written bytes, so the end of
+ * the file stops it early (only what the MPI read may be written). */
+static _Atomic long n_io;
+static int io_on = 1; /* --no-io: skip it */
+static MPI_File io_fa = MPI_FILE_NULL, io_fb = MPI_FILE_NULL;
+enum { IO_FORMS = 14 };
+static const char *io_names[IO_FORMS] = {"at", "at_all", "iat", "iat_all", "at_all_begin", "fp", "all",
+                                         "all_begin", "shared", "ordered", "ordered_begin", "ifp", "iall", "ishared"};
+
+static void io_open(void)
+{
+    if (io_fa != MPI_FILE_NULL) return;
+    const char *tmp = getenv("TMPDIR");
+    char path[512];
+    for (int f = 0; f < 2; f++) {
+        snprintf(path, sizeof path, "%s/gdte_random_io_%ld_%c", tmp && *tmp ? tmp : "/tmp", (long)getpid(), 'a' + f);
+        MT_MPI(MPI_File_open(MPI_COMM_SELF, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                             MPI_INFO_NULL, f ? &io_fb : &io_fa));
+        MPI_File_set_errhandler(f ? io_fb : io_fa, MPI_ERRORS_RETURN);
+    }
+}
+static void io_close(void)
+{
+    if (io_fa != MPI_FILE_NULL) MPI_File_close(&io_fa);
+    if (io_fb != MPI_FILE_NULL) MPI_File_close(&io_fb);
+}
+
+/* One read or write of (buf, cnt, t) at byte `off` of fh by form `iv`. */
+static int io_do(MPI_File fh, int rd, int iv, MPI_Offset off, void *buf, int cnt, MPI_Datatype t, MPI_Status *st)
+{
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_SUCCESS, flag = 0;
+    if (iv >= 5 && iv != 8 && iv != 9 && iv != 10 && iv != 13) rc = MPI_File_seek(fh, off, MPI_SEEK_SET);
+    if (iv == 8 || iv == 9 || iv == 10 || iv == 13) rc = MPI_File_seek_shared(fh, off, MPI_SEEK_SET);
+    if (rc != MPI_SUCCESS) return rc;
+    switch (iv) {
+    case 0: return rd ? MPI_File_read_at(fh, off, buf, cnt, t, st) : MPI_File_write_at(fh, off, buf, cnt, t, st);
+    case 1: return rd ? MPI_File_read_at_all(fh, off, buf, cnt, t, st) : MPI_File_write_at_all(fh, off, buf, cnt, t, st);
+    case 2:
+        rc = rd ? MPI_File_iread_at(fh, off, buf, cnt, t, &q) : MPI_File_iwrite_at(fh, off, buf, cnt, t, &q);
+        while (rc == MPI_SUCCESS && !flag) rc = MPI_Test(&q, &flag, st);
+        return rc;
+    case 3:
+        rc = rd ? MPI_File_iread_at_all(fh, off, buf, cnt, t, &q) : MPI_File_iwrite_at_all(fh, off, buf, cnt, t, &q);
+        return rc == MPI_SUCCESS ? MPI_Wait(&q, st) : rc;
+    case 4:
+        rc = rd ? MPI_File_read_at_all_begin(fh, off, buf, cnt, t) : MPI_File_write_at_all_begin(fh, off, buf, cnt, t);
+        if (rc != MPI_SUCCESS) return rc;
+        return rd ? MPI_File_read_at_all_end(fh, buf, st) : MPI_File_write_at_all_end(fh, buf, st);
+    case 5: return rd ? MPI_File_read(fh, buf, cnt, t, st) : MPI_File_write(fh, buf, cnt, t, st);
+    case 6: return rd ? MPI_File_read_all(fh, buf, cnt, t, st) : MPI_File_write_all(fh, buf, cnt, t, st);
+    case 7:
+        rc = rd ? MPI_File_read_all_begin(fh, buf, cnt, t) : MPI_File_write_all_begin(fh, buf, cnt, t);
+        if (rc != MPI_SUCCESS) return rc;
+        return rd ? MPI_File_read_all_end(fh, buf, st) : MPI_File_write_all_end(fh, buf, st);
+    case 8: return rd ? MPI_File_read_shared(fh, buf, cnt, t, st) : MPI_File_write_shared(fh, buf, cnt, t, st);
+    case 9: return rd ? MPI_File_read_ordered(fh, buf, cnt, t, st) : MPI_File_write_ordered(fh, buf, cnt, t, st);
+    case 10:
+        rc = rd ? MPI_File_read_ordered_begin(fh, buf, cnt, t) : MPI_File_write_ordered_begin(fh, buf, cnt, t);
+        if (rc != MPI_SUCCESS) return rc;
+        return rd ? MPI_File_read_ordered_end(fh, buf, st) : MPI_File_write_ordered_end(fh, buf, st);
+    case 11:
+        rc = rd ? MPI_File_iread(fh, buf, cnt, t, &q) : MPI_File_iwrite(fh, buf, cnt, t, &q);
+        return rc == MPI_SUCCESS ? MPI_Wait(&q, st) : rc;
+    case 12:
+        rc = rd ? MPI_File_iread_all(fh, buf, cnt, t, &q) : MPI_File_iwrite_all(fh, buf, cnt, t, &q);
+        return rc == MPI_SUCCESS ? MPI_Wait(&q, st) : rc;
+    default:
+        rc = rd ? MPI_File_iread_shared(fh, buf, cnt, t, &q) : MPI_File_iwrite_shared(fh, buf, cnt, t, &q);
+        return rc == MPI_SUCCESS ? MPI_Wait(&q, st) : rc;
+    }
+}
+
+static unsigned char *io_slurp(MPI_File fh, MPI_Offset *size)
+{
+    MT_MPI(MPI_File_sync(fh));
+    MT_MPI(MPI_File_get_size(fh, size));
+    unsigned char *b = malloc((size_t)*size + 1);
+    MPI_Status st;
+    if (*size > 0) MT_MPI(MPI_File_read_at(fh, 0, b, (int)*size, MPI_BYTE, &st));
+    return b;
+}
+
+static void io_check(int64_t k, const rtype_t *st, int sc, rbuf_t *sb, void *sbuf, MPI_Datatype s_use, int s_cnt,
+                     int mode)
+{
+    io_open();
+    int iv = (int)(k / 8 % IO_FORMS), sdev = sb->dev;
+    int carried = sdev && mt_expect_gdte();
+    MPI_Offset off = (MPI_Offset)((k * 37) % 4096);
+    MT_MPI(MPI_File_set_size(io_fa, 0));
+    MT_MPI(MPI_File_set_size(io_fb, 0));
+    MPI_Status sa, sbst;
+    int64_t w0 = mt_counter("io_writes"), r0 = mt_counter("io_reads");
+    int rca = io_do(io_fa, 0, iv, off, sbuf, s_cnt, s_use, &sa);
+    int rcb = io_do(io_fb, 0, iv, off, sb->host + MARGIN - sb->lo, sc, st->t, &sbst);
+    MT_CHECK(rca == MPI_SUCCESS && rcb == MPI_SUCCESS, "case %lld: MPI_File write (%s, buffer %s, mode %d): %d / %d",
+             (long long)k, io_names[iv], sdev ? "device" : "host", mode, rca, rcb);
+    if (carried) MT_CHECK(mt_counter("io_writes") > w0, "case %lld: MPI-IO write of device memory not carried", (long long)k);
+    MPI_Offset za, zb;
+    unsigned char *fa = io_slurp(io_fa, &za), *fb = io_slurp(io_fb, &zb);
+    MT_CHECK(za == zb && !memcmp(fa, fb, (size_t)za), "case %lld: MPI_File write (%s, buffer %s, mode %d): %lld bytes "
+             "in the file, the host copy's %lld%s", (long long)k, io_names[iv], sdev ? "device" : "host", mode,
+             (long long)za, (long long)zb, za == zb ? " (different bytes)" : "");
+    free(fa);
+    free(fb);
+
+    /* Back from the host copy's file into a poisoned buffer of the same kind, and into a host one. */
+    rbuf_t ub = {0};
+    rbuf_make_kind(&ub, sdev, st->t, sc, 0);
+    for (size_t j = 0; j < ub.len; j++) ub.host[j] = (unsigned char)(0x3C ^ (j * 11));
+    unsigned char *uwant = malloc(ub.len);
+    memcpy(uwant, ub.host, ub.len);
+    rbuf_upload(&ub);
+    void *ubuf = ub.buf;
+    MPI_Datatype u_use = st->t, bot = MPI_DATATYPE_NULL;
+    int u_cnt = sc, size;
+    MPI_Type_size(st->t, &size);
+    if (mode == 2) {
+        bot = mt_bottom_type(ub.buf, sc, st->t);
+        u_use = bot;
+        u_cnt = 1;
+        ubuf = MPI_BOTTOM;
+    }
+    /* Only the blocking forms: Open MPI 4.1's ompio waits forever in MPI_File_read_at_all_end or
+     * MPI_Wait for a split collective or nonblocking read that the end of the file stops early,
+     * on host buffers too (its asynchronous reads are retried without end). */
+    int blocking = iv <= 1 || iv == 5 || iv == 6 || iv == 8 || iv == 9;
+    MPI_Offset roff = off + (k / 8 % 3 == 1 && blocking ? (MPI_Offset)size * sc / 2 : 0);
+    rca = io_do(io_fb, 1, iv, roff, ubuf, u_cnt, u_use, &sa);
+    rcb = io_do(io_fb, 1, iv, roff, uwant + MARGIN - ub.lo, sc, st->t, &sbst);
+    rbuf_download(&ub);
+    MT_CHECK(rca == MPI_SUCCESS && rcb == MPI_SUCCESS, "case %lld: MPI_File read (%s, buffer %s, mode %d): %d / %d",
+             (long long)k, io_names[iv], sdev ? "device" : "host", mode, rca, rcb);
+    if (carried) MT_CHECK(mt_counter("io_reads") > r0, "case %lld: MPI-IO read into device memory not carried", (long long)k);
+    MPI_Count ea = -1, eb = -2;
+    MPI_Get_elements_x(&sa, MPI_BYTE, &ea);
+    MPI_Get_elements_x(&sbst, MPI_BYTE, &eb);
+    MT_CHECK(ea == eb, "case %lld: MPI_File read (%s, buffer %s): %lld bytes read, the host copy %lld", (long long)k,
+             io_names[iv], sdev ? "device" : "host", (long long)ea, (long long)eb);
+    size_t i = 0;
+    while (i < ub.len && ub.host[i] == uwant[i]) i++;
+    MT_CHECK(i == ub.len,
+             "case %lld: MPI_File read (%s, buffer %s, mode %d, from %lld of %lld): byte %zu (offset %lld from buf) is "
+             "%d, want %d",
+             (long long)k, io_names[iv], sdev ? "device" : "host", mode, (long long)roff, (long long)zb, i,
+             (long long)i - MARGIN + (long long)ub.lo, i < ub.len ? ub.host[i] : 0, i < ub.len ? uwant[i] : 0);
+    if (bot != MPI_DATATYPE_NULL) MPI_Type_free(&bot);
+    free(uwant);
+    rbuf_free(&ub);
+    n_io++;
+}
+
 /* ---- one case ---------------------------------------------------------------------------- */
 enum { CALL_SEND_RECV, CALL_ISEND_IRECV_WAIT, CALL_SSEND_IRECV_TEST, CALL_SENDRECV, CALL_PERSISTENT,
        CALL_MPROBE, CALL_WAITANY, CALL_WAITSOME, CALL_COUNT };
@@ -645,6 +903,10 @@ static void run_case(uint64_t seed, int64_t k)
         free(want);
         free(packed);
     }
+    /* One case in four: the external32 round trip on the sender's buffer (local calls). */
+    if (me_send && k % 8 / 2 == 1 && external) external_check(k, &st, sc, &sb, sbuf, s_use, s_cnt, mode);
+    /* One case in four (the sender): MPI-IO of the sender's buffer, not with threads. */
+    if (me_send && k % 8 / 2 == 2 && io_on && nthreads == 1) io_check(k, &st, sc, &sb, sbuf, s_use, s_cnt, mode);
     if (verbose && mt_rank == 0) describe(k, "ok", &st, sc, rdesc, rcount, pair, call, mode);
     /* Every request of the case is complete and freed: gdte must hold no record either. */
     if (nthreads == 1)
@@ -729,6 +991,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) max_bytes = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--verbose")) verbose = 1;
         else if (!strcmp(argv[i], "--kinds")) kinds = 1;
+        else if (!strcmp(argv[i], "--no-external")) external = 0;
+        else if (!strcmp(argv[i], "--no-io")) io_on = 0;
         else if (!strcmp(argv[i], "--node-units") && i + 1 < argc) node_units = !strcmp(argv[++i], "yes") ? 1 : 0;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) i++; /* read above */
     }
@@ -758,6 +1022,10 @@ int main(int argc, char **argv)
                (unsigned long long)seed, thr, (long)n_cases,
                (long)n_pair[0], (long)n_pair[1], (long)n_pair[2], (long)n_pair[3], (long)n_trunc, (long)n_bottom,
                (long)n_outside, (long)n_skipped);
+    if (mt_rank == 0 && external) printf("random_test: %ld external32 round trips on rank 0\n", (long)n_external);
+    if (mt_rank == 0 && io_on && nthreads == 1)
+        printf("random_test: %ld MPI-IO writes and reads on rank 0 (14 call forms)\n", (long)n_io);
+    io_close();
     if (kinds && mt_rank == 0)
         printf("random_test --kinds (rank 0's buffers): host malloc %lld, cudaMallocHost %lld, cudaHostRegister %lld; "
                "device cudaMalloc %lld, cudaMallocManaged %lld, cudaMallocAsync %lld\n",
