@@ -143,6 +143,10 @@ extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 /* MPI-IO on device buffers (interpose_io.c): counters io_reads, io_writes, or -1. */
 int64_t gdte_ipo_io_counter(const char *name);
 
+/* Communicators freed by the application with gdte requests active on them keep their node-path
+ * state until those complete (interpose_node.c); called at every request record's release. */
+void gdte_ipo_node_zombie_reap(void);
+
 /* ---- requests (interpose_req.c) ---- */
 typedef struct gdte_ipo_req {
     MPI_Request handle;   /* the MPI's own request: the application holds the same value */

@@ -125,6 +125,8 @@ typedef struct node_comm {
     int any_peer;
     int all_peers;   /* an intracommunicator whose other members are all framing peers */
     ann_t *anns;     /* received announcements, oldest first (utlist DL) */
+    MPI_Comm zombie_of; /* freed by the application with gdte requests still on it (comm_delete) */
+    struct node_comm *zombie_next;
 } node_comm_t;
 
 int gdte_ipo_node_on_g;
@@ -353,11 +355,8 @@ static int send_fin(int dest, int tag)
 }
 
 /* ---- communicators ---- */
-static int comm_delete(MPI_Comm comm, int kv, void *val, void *extra)
+static void node_comm_free(node_comm_t *nc)
 {
-    (void)comm, (void)kv, (void)extra;
-    node_comm_t *nc = val;
-    if (!nc) return MPI_SUCCESS;
     if (nc->shadow != MPI_COMM_NULL) PMPI_Comm_free(&nc->shadow);
     ann_t *a, *tmp;
     DL_FOREACH_SAFE(nc->anns, a, tmp) {
@@ -366,7 +365,88 @@ static int comm_delete(MPI_Comm comm, int kv, void *val, void *extra)
     }
     free(nc->world);
     free(nc);
+}
+
+/* Communicators the application freed while gdte requests were still active on them (MPI lets
+ * pending operations complete normally): the MPI deletes the attribute at MPI_Comm_free, but a
+ * pending receive still needs to know that a marker is one (and its shadow, for the
+ * announcement), so the state lives on here, found by the handle, until no gdte request is
+ * active on it (zombie_reap: at every record's release and communicator's creation, before the
+ * MPI may give the handle to a new communicator). Reaped ones go to comm_dead and are freed at
+ * MPI_Finalize (freeing a shadow is a call every member makes in MPI's terms: not at a time
+ * only this process chooses). Without this, the receive got the marker as data
+ * (exp: free_pending, an MPI_Irecv pending at MPI_Comm_free). */
+static pthread_mutex_t zombie_lock = PTHREAD_MUTEX_INITIALIZER;
+static node_comm_t *comm_zombies, *comm_dead;
+static _Atomic int n_zombies;
+
+static void count_active(gdte_ipo_req_t *r, void *arg)
+{
+    if (r->active) ++*(int *)arg;
+}
+
+static int comm_delete(MPI_Comm comm, int kv, void *val, void *extra)
+{
+    (void)kv, (void)extra;
+    node_comm_t *nc = val;
+    if (!nc) return MPI_SUCCESS;
+    int active = 0;
+    if (comm != MPI_COMM_WORLD && gdte_ipo_node_on_g) gdte_ipo_req_scan(comm, count_active, &active);
+    if (active) {
+        nc->zombie_of = comm;
+        pthread_mutex_lock(&zombie_lock);
+        nc->zombie_next = comm_zombies;
+        comm_zombies = nc;
+        atomic_fetch_add_explicit(&n_zombies, 1, memory_order_release);
+        pthread_mutex_unlock(&zombie_lock);
+        gdte_debug("communicator freed with %d gdte request(s) active on it: its node-path state kept until they "
+                   "complete", active);
+        return MPI_SUCCESS;
+    }
+    node_comm_free(nc);
     return MPI_SUCCESS;
+}
+
+void gdte_ipo_node_zombie_reap(void)
+{
+    if (!atomic_load_explicit(&n_zombies, memory_order_acquire)) return;
+    /* Counted without zombie_lock: comm_info takes it, possibly under the table's lock. */
+    MPI_Comm cands[16];
+    int nc_ = 0;
+    pthread_mutex_lock(&zombie_lock);
+    for (node_comm_t *z = comm_zombies; z && nc_ < 16; z = z->zombie_next) cands[nc_++] = z->zombie_of;
+    pthread_mutex_unlock(&zombie_lock);
+    for (int i = 0; i < nc_; i++) {
+        int active = 0;
+        gdte_ipo_req_scan(cands[i], count_active, &active);
+        if (active) continue;
+        pthread_mutex_lock(&zombie_lock);
+        for (node_comm_t **pp = &comm_zombies; *pp; pp = &(*pp)->zombie_next) {
+            if ((*pp)->zombie_of != cands[i]) continue;
+            node_comm_t *z = *pp;
+            *pp = z->zombie_next;
+            z->zombie_next = comm_dead;
+            comm_dead = z;
+            atomic_fetch_sub_explicit(&n_zombies, 1, memory_order_release);
+            break;
+        }
+        pthread_mutex_unlock(&zombie_lock);
+    }
+}
+
+static void zombies_free_all(void)
+{
+    pthread_mutex_lock(&zombie_lock);
+    for (int pass = 0; pass < 2; pass++) {
+        node_comm_t *z = pass ? comm_dead : comm_zombies, *next;
+        for (; z; z = next) {
+            next = z->zombie_next;
+            node_comm_free(z);
+        }
+    }
+    comm_zombies = comm_dead = NULL;
+    atomic_store_explicit(&n_zombies, 0, memory_order_release);
+    pthread_mutex_unlock(&zombie_lock);
 }
 
 static node_comm_t *comm_info(MPI_Comm comm)
@@ -374,8 +454,14 @@ static node_comm_t *comm_info(MPI_Comm comm)
     if (!gdte_ipo_node_on_g || comm == MPI_COMM_NULL) return NULL;
     void *v = NULL;
     int flag = 0;
-    if (PMPI_Comm_get_attr(comm, keyval, &v, &flag) != MPI_SUCCESS || !flag) return NULL;
-    return v;
+    if (PMPI_Comm_get_attr(comm, keyval, &v, &flag) == MPI_SUCCESS && flag) return v;
+    if (!atomic_load_explicit(&n_zombies, memory_order_acquire)) return NULL;
+    node_comm_t *z;
+    pthread_mutex_lock(&zombie_lock);
+    for (z = comm_zombies; z && z->zombie_of != comm; z = z->zombie_next) {
+    }
+    pthread_mutex_unlock(&zombie_lock);
+    return z;
 }
 
 /* A new communicator (every member calls this, from the call that made it): its shadow and the
@@ -383,6 +469,7 @@ static node_comm_t *comm_info(MPI_Comm comm)
 void gdte_ipo_node_comm_new(MPI_Comm comm)
 {
     if (!gdte_ipo_node_on_g || comm == MPI_COMM_NULL) return;
+    gdte_ipo_node_zombie_reap(); /* (the handle may be a reaped one's) */
     node_comm_t *nc = calloc(1, sizeof *nc);
     if (!nc) return;
     int inter = 0;
@@ -413,7 +500,7 @@ void gdte_ipo_node_comm_new(MPI_Comm comm)
     /* The shadow is made by every member alike (a collective call on `comm`). */
     if (!nc->world || PMPI_Comm_dup(comm, &nc->shadow) != MPI_SUCCESS) {
         nc->shadow = MPI_COMM_NULL;
-        comm_delete(comm, keyval, nc, NULL);
+        node_comm_free(nc);
         return;
     }
     PMPI_Comm_set_attr(comm, keyval, nc);
@@ -789,6 +876,7 @@ void gdte_ipo_node_finalize(void)
     /* MPI_COMM_WORLD's attribute is deleted by the MPI at finalize; its shadow with it. */
     PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
     PMPI_Comm_free_keyval(&keyval);
+    zombies_free_all();
     PMPI_Comm_free(&fin_comm);
     PMPI_Comm_free(&frag_comm);
     gdte_ipo_node_on_g = 0;
@@ -3392,6 +3480,10 @@ static int frag_recv_step(frag_recv_t *fr, int block)
             return 1;
         }
         if (!block) return 0;
+        /* This process's own nonblocking sends to other nodes may still have fragments to
+         * post, and the peer may be waiting for them before it posts ours (both ranks in an
+         * MPI_Testany that finishes a fragmented receive: the sender invariant needs them out). */
+        frag_sends_reap(0);
         sched_yield();
     }
 }

@@ -104,6 +104,7 @@ void gdte_ipo_req_destroy(gdte_ipo_req_t *r)
     r->next_orphan = req_free;
     req_free = r;
     pthread_mutex_unlock(&req_lock);
+    gdte_ipo_node_zombie_reap(); /* a freed communicator's last request (one load when none) */
 }
 
 /* ---------------------------------------------------------------------------------------- */

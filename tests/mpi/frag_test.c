@@ -15,7 +15,10 @@
  *  - a receive shorter than the message: MPI_ERR_TRUNCATE and the bytes that fit;
  *  - probe then receive with wildcards: the probe states the message's size;
  *  - order per (source, tag) across fragmented, small and host messages;
- *  - device to host and host to device, synchronous and ready sends.
+ *  - device to host and host to device, synchronous and ready sends;
+ *  - both ranks exchanging and completing by Testany/Testsome/Waitany/Waitsome loops over
+ *    their receive and their own send (exchange_any);
+ *  - a receive pending when its communicator is freed (free_pending).
  *
  * Oracle: the MPI's own MPI_Pack of a host copy of the send buffer and MPI_Unpack into a host
  * copy of the poisoned receive buffer; every byte of the receive allocation is compared.
@@ -170,6 +173,80 @@ static void completion(int round, int how, int dev)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Both ranks send to each other and complete their receive by `how` (0 Testany, 1 Testsome, 2
+ * Waitany, 3 Waitsome) over the receive and their own send: a completion call that finishes a
+ * fragmented receive waits for the peer's fragments, and the peer may itself sit in the same
+ * call waiting for this process's, which its nonblocking send may not have posted yet (hung
+ * before 2026-11-29's fix: found by an outside program, exp/adv/anyhang). */
+static void exchange_any(int round, int how, int dev)
+{
+    msg_t m;
+    msg_new(&m, rr(20000, 60000), rr(1, 2), dev, dev, rr(0, 1), (unsigned)(300 * round + how + 7));
+    static const char *names[] = {"Testany", "Testsome", "Waitany", "Waitsome"};
+    char what[96];
+    snprintf(what, sizeof what, "round %d exchange completed by %s", round, names[how]);
+    int peer = 1 - mt_rank;
+    MPI_Request q[2];
+    MT_MPI(MPI_Irecv(m.r.buf, m.rc, m.rt, peer, 9, MPI_COMM_WORLD, &q[0]));
+    MT_MPI(MPI_Isend(m.s.buf, m.sc, m.st, peer, 9, MPI_COMM_WORLD, &q[1]));
+    MPI_Status st, one, sts[2];
+    int got = 0, left = 2;
+    while (left) {
+        int idx = MPI_UNDEFINED, flag = 0, outc = 0, ids[2];
+        switch (how) {
+        case 0:
+            MT_MPI(MPI_Testany(2, q, &idx, &flag, &one));
+            if (flag && idx != MPI_UNDEFINED) outc = 1, ids[0] = idx, sts[0] = one;
+            break;
+        case 1: MT_MPI(MPI_Testsome(2, q, &outc, ids, sts)); break;
+        case 2:
+            MT_MPI(MPI_Waitany(2, q, &idx, &one));
+            if (idx != MPI_UNDEFINED) outc = 1, ids[0] = idx, sts[0] = one;
+            break;
+        default: MT_MPI(MPI_Waitsome(2, q, &outc, ids, sts)); break;
+        }
+        if (outc == MPI_UNDEFINED) break;
+        for (int i = 0; i < outc; i++) {
+            left--;
+            if (ids[i] == 0) got = 1, st = sts[i];
+        }
+    }
+    MT_CHECK(got, "%s: the receive never completed", what);
+    msg_check(&m, m.rc, &st, what);
+    msg_free(&m);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A receive still pending when its communicator is freed (MPI lets it complete normally): rank
+ * 1 posts it on a duplicate of MPI_COMM_WORLD and frees that, and only then does rank 0 send on
+ * its own duplicate (freed after the send). The data must arrive, not a marker (before
+ * 2026-11-29 the receive got the node path's marker as data, and MPI_Finalize hung across a
+ * node boundary: exp/adv/free_pending). */
+static void free_pending(int round, int dev)
+{
+    msg_t m;
+    msg_new(&m, rr(200, 60000), rr(1, 2), dev, dev, rr(0, 1), (unsigned)(500 * round + 3));
+    char what[96];
+    snprintf(what, sizeof what, "round %d receive pending at MPI_Comm_free", round);
+    MPI_Comm c;
+    MT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+    if (mt_rank == 1) {
+        MPI_Request q;
+        MPI_Status st;
+        MT_MPI(MPI_Irecv(m.r.buf, m.rc, m.rt, 0, 4, c, &q));
+        MT_MPI(MPI_Comm_free(&c));
+        MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        MT_MPI(MPI_Wait(&q, &st));
+        msg_check(&m, m.rc, &st, what);
+    } else {
+        MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        MT_MPI(MPI_Send(m.s.buf, m.sc, m.st, 1, 4, c));
+        MT_MPI(MPI_Comm_free(&c));
+    }
+    msg_free(&m);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* Send then barrier against a receive posted before the barrier; Isend, barrier, wait against a
  * receive after it; a synchronous send; a ready send into a posted receive. Then an Isend whose
  * receiver waits for it in a blocking MPI_Recv while the sender sits in a call that blocks inside
@@ -319,6 +396,8 @@ int main(int argc, char **argv)
     if (win != MPI_WIN_NULL) MT_MPI(MPI_Win_fence(0, win));
     for (int r = 0; r < rounds; r++) {
         for (int how = 0; how < 4; how++) completion(r, how, dev);
+        for (int how = 0; how < 4; how++) exchange_any(r, how, dev);
+        free_pending(r, dev);
         barriers(r, dev, win);
         truncation_and_order(r, dev);
     }
