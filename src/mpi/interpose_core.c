@@ -422,6 +422,8 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"packs_external", gdte_ipo_cnt_g.packs_external},
         {"unpacks_external", gdte_ipo_cnt_g.unpacks_external},
         {"buffers_shadowed", gdte_ipo_cnt_g.buffers_shadowed},
+        {"io_reads", gdte_ipo_io_counter("io_reads")},
+        {"io_writes", gdte_ipo_io_counter("io_writes")},
         {"node_recvs", gdte_ipo_cnt_g.node_recvs},
         {"requests_live", gdte_ipo_req_live()},
         {"types_live", gdte_engine_live_types()},
@@ -437,8 +439,6 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(tab[i].n, name)) return tab[i].v;
-    int64_t io = gdte_ipo_io_counter(name); /* MPI-IO's (interpose_io.c) */
-    if (io >= 0) return io;
     return gdte_ipo_coll_counter(name); /* the collectives' (interpose_coll.c), or -1 */
 }
 
