@@ -5,6 +5,12 @@
 #include "callprof.h"
 #include "kernels.h"
 
+/* The user's address `off` bytes from `u`, in integer arithmetic: `u` may be MPI_BOTTOM (NULL)
+ * with absolute displacements, or a base placed so that a mirror's first byte is the lowest one
+ * a type touches (interpose_pack.c), which lies outside any object; pointer arithmetic on it is
+ * undefined in C even where the address reached is valid. */
+#define UAT(off) ((char *)((uintptr_t)u + (uintptr_t)(int64_t)(off)))
+
 /* The per-call profile (callprof.h). */
 int gdte_callprof_on;
 static __thread gdte_callprof_t callprof;
@@ -87,7 +93,7 @@ static inline void copy_any(char *dst, const char *src, int64_t n)
 /* Whole blocks of a fixed size along dimension 0: the hot loop, specialised by size. */
 #define ROW_LOOP(BL)                                                                             \
     for (int64_t i = 0; i < rows; i++, off += s0, pk += (BL)) {                                  \
-        if (dir == GDTE_DIR_PACK) memcpy(pk, u + off, (BL)); else memcpy(u + off, pk, (BL));     \
+        if (dir == GDTE_DIR_PACK) memcpy(pk, UAT(off), (BL)); else memcpy(UAT(off), pk, (BL));     \
     }
 
 /* Tiles for transposes: when dimension 0 jumps far (a column of a row-major matrix) and
@@ -117,7 +123,7 @@ static int tileable(const gdte_layout_t *L)
 /* Columns idx1 .. idx1 + T - 1, whole, starting at user offset `off`. */
 static void tile(gdte_dir_t dir, char *u, char *pk, int64_t off, int64_t bl, int64_t c0, int64_t s0, int64_t s1, int T)
 {
-    char *row = u + off;
+    char *row = UAT(off);
     switch (bl) {
     case 4: TILE_LOOP(4); break;
     case 8: TILE_LOOP(8); break;
@@ -179,11 +185,11 @@ static void strided(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, i
             case 64: ROW_LOOP(64); break;
             default:
                 if (bl <= 64 && dir == GDTE_DIR_PACK)
-                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) copy_any(pk, u + off, bl);
+                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) copy_any(pk, UAT(off), bl);
                 else if (bl <= 64)
-                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) copy_any(u + off, pk, bl);
+                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) copy_any(UAT(off), pk, bl);
                 else
-                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) MOVE(u + off, pk, bl);
+                    for (int64_t i = 0; i < rows; i++, off += s0, pk += bl) MOVE(UAT(off), pk, bl);
             }
             (void)start;
             len -= rows * bl;
@@ -193,7 +199,7 @@ static void strided(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, i
             idx[0] = 0;
         } else {
             int64_t n = bl - r < len ? bl - r : len;
-            MOVE(u + (off + r), pk, n);
+            MOVE(UAT(off + r), pk, n);
             pk += n;
             len -= n;
             r += n;
@@ -251,9 +257,9 @@ static void units(const gdte_layout_t *L, gdte_dir_t dir, char *u, char *pk, int
     int64_t i = gdte_layout_find_unit(U, nu, q);
     int64_t in = q - U[i].packed;
     if (dir == GDTE_DIR_PACK) {
-        UNITS_WALK(copy_any(pk, u + (roff + src), n))
+        UNITS_WALK(copy_any(pk, UAT(roff + src), n))
     } else {
-        UNITS_WALK(copy_any(u + (roff + src), pk, n))
+        UNITS_WALK(copy_any(UAT(roff + src), pk, n))
     }
 }
 
@@ -262,7 +268,7 @@ void gdte_host_exec(const gdte_layout_t *L, gdte_dir_t dir, void *user, void *pa
     char *u = (char *)user, *pk = (char *)packed;
     if (len <= 0) return;
     switch (L->kind) {
-    case GDTE_LAYOUT_KIND_CONTIG: MOVE(u + (L->disp + offset), pk, len); break;
+    case GDTE_LAYOUT_KIND_CONTIG: MOVE(UAT(L->disp + offset), pk, len); break;
     case GDTE_LAYOUT_KIND_STRIDED: strided(L, dir, u, pk, offset, len); break;
     case GDTE_LAYOUT_KIND_UNITS: units(L, dir, u, pk, offset, len); break;
     default: break;
