@@ -400,6 +400,30 @@ static int mpi_consistent(MPI_Datatype t, int count, int64_t nbytes)
 
 static _Atomic long n_skipped;
 
+/* A poisoned buffer of (st, sc) of kind `dev` for a check's read-back, the host image it must
+ * equal if nothing is written (returned), and what the call is given: the buffer, or MPI_BOTTOM
+ * with a struct of absolute addresses in mode 2 (*bot, freed by the caller). */
+static unsigned char *poisoned(rbuf_t *ub, int dev, const rtype_t *st, int sc, int mode, unsigned char poison,
+                               void **buf, MPI_Datatype *use, int *cnt, MPI_Datatype *bot)
+{
+    rbuf_make_kind(ub, dev, st->t, sc, 0);
+    for (size_t j = 0; j < ub->len; j++) ub->host[j] = (unsigned char)(poison ^ (j * 13));
+    unsigned char *want = malloc(ub->len);
+    memcpy(want, ub->host, ub->len);
+    rbuf_upload(ub);
+    *buf = ub->buf;
+    *use = st->t;
+    *cnt = sc;
+    *bot = MPI_DATATYPE_NULL;
+    if (mode == 2) {
+        *bot = mt_bottom_type(ub->buf, sc, st->t);
+        *use = *bot;
+        *cnt = 1;
+        *buf = MPI_BOTTOM;
+    }
+    return want;
+}
+
 /* ---- MPI_Pack_external / MPI_Unpack_external (local, on the sender) ----------------------
  * The external32 stream of the case's send buffer, packed at a random position into an output
  * buffer of either kind, against the MPI's own MPI_Pack_external of the host copy; then
@@ -446,20 +470,10 @@ static void external_check(int64_t k, const rtype_t *st, int sc, rbuf_t *sb, voi
     if (wrc == MPI_SUCCESS) {
         /* Back into a poisoned buffer of the same type and kind, from the stream (device or host). */
         rbuf_t ub = {0};
-        rbuf_make_kind(&ub, sdev, st->t, sc, 0);
-        for (size_t j = 0; j < ub.len; j++) ub.host[j] = (unsigned char)(0xC3 ^ (j * 13));
-        unsigned char *uwant = malloc(ub.len);
-        memcpy(uwant, ub.host, ub.len);
-        rbuf_upload(&ub);
-        void *ubuf = ub.buf;
-        MPI_Datatype u_use = st->t, bot = MPI_DATATYPE_NULL;
-        int u_cnt = sc;
-        if (mode == 2) {
-            bot = mt_bottom_type(ub.buf, sc, st->t);
-            u_use = bot;
-            u_cnt = 1;
-            ubuf = MPI_BOTTOM;
-        }
+        void *ubuf;
+        MPI_Datatype u_use, bot;
+        int u_cnt;
+        unsigned char *uwant = poisoned(&ub, sdev, st, sc, mode, 0xC3, &ubuf, &u_use, &u_cnt, &bot);
         MPI_Aint isize = off + need - (k / 8 % 8 == 4 ? 1 : 0);
         wpos = gpos = off;
         wrc = MPI_Unpack_external("external32", want, isize, &wpos, uwant + MARGIN - ub.lo, sc, st->t);
@@ -615,21 +629,11 @@ static void io_check(int64_t k, const rtype_t *st, int sc, rbuf_t *sb, void *sbu
 
     /* Back from the host copy's file into a poisoned buffer of the same kind, and into a host one. */
     rbuf_t ub = {0};
-    rbuf_make_kind(&ub, sdev, st->t, sc, 0);
-    for (size_t j = 0; j < ub.len; j++) ub.host[j] = (unsigned char)(0x3C ^ (j * 11));
-    unsigned char *uwant = malloc(ub.len);
-    memcpy(uwant, ub.host, ub.len);
-    rbuf_upload(&ub);
-    void *ubuf = ub.buf;
-    MPI_Datatype u_use = st->t, bot = MPI_DATATYPE_NULL;
-    int u_cnt = sc, size;
+    void *ubuf;
+    MPI_Datatype u_use, bot;
+    int u_cnt, size;
+    unsigned char *uwant = poisoned(&ub, sdev, st, sc, mode, 0x3C, &ubuf, &u_use, &u_cnt, &bot);
     MPI_Type_size(st->t, &size);
-    if (mode == 2) {
-        bot = mt_bottom_type(ub.buf, sc, st->t);
-        u_use = bot;
-        u_cnt = 1;
-        ubuf = MPI_BOTTOM;
-    }
     /* Only the blocking forms: Open MPI 4.1's ompio waits forever in MPI_File_read_at_all_end or
      * MPI_Wait for a split collective or nonblocking read that the end of the file stops early,
      * on host buffers too (its asynchronous reads are retried without end). */
