@@ -22,6 +22,7 @@
 #define GDTE_MPITEST_H
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <mpi.h>
 /* Open MPI's extensions (MPIX_ persistent collectives) */
 #if defined(OPEN_MPI) && OPEN_MPI && defined(__has_include)
@@ -198,11 +199,105 @@ static inline void mt_dev_free(void *p)
     free(p);
 }
 
+/* Memory from the driver's virtual memory management (cuMemCreate + cuMemAddressReserve +
+ * cuMemMap + cuMemSetAccess), as frameworks with growable pools allocate it: device memory that
+ * the legacy CUDA IPC (cudaIpcGetMemHandle) cannot export. The CUDA headers are not used here
+ * (the tests build without them): the structures below are the driver API's, field for field. */
+typedef struct {
+    int type, handle_types, loc_type, loc_id; /* CUmemAllocationProp: type, requestedHandleTypes, location */
+    void *win32;
+    unsigned char compression, rdma;
+    unsigned short usage;
+    unsigned char reserved[4];
+} mt_cu_prop_t;
+typedef struct {
+    int loc_type, loc_id, flags; /* CUmemAccessDesc */
+} mt_cu_access_t;
+typedef struct mt_vmm_s {
+    unsigned long long ptr, handle;
+    size_t size;
+    struct mt_vmm_s *next;
+} mt_vmm_t;
+static mt_vmm_t *mt_vmm_list;
+static pthread_mutex_t mt_vmm_lock = PTHREAD_MUTEX_INITIALIZER; /* random_test --threads */
+static struct {
+    int (*gran)(size_t *, const mt_cu_prop_t *, int);
+    int (*reserve)(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
+    int (*create)(unsigned long long *, size_t, const mt_cu_prop_t *, unsigned long long);
+    int (*map)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+    int (*access)(unsigned long long, size_t, const mt_cu_access_t *, size_t);
+    int (*unmap)(unsigned long long, size_t);
+    int (*release)(unsigned long long);
+    int (*addr_free)(unsigned long long, size_t);
+} mt_cu;
+static inline void *mt_vmm_alloc(size_t n)
+{
+    pthread_mutex_lock(&mt_vmm_lock);
+    if (!mt_cu.map) {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+        MT_CHECK(lib != NULL, "VMM: libcuda.so.1 not found");
+        if (!lib) {
+            pthread_mutex_unlock(&mt_vmm_lock);
+            return NULL;
+        }
+        *(void **)&mt_cu.gran = dlsym(lib, "cuMemGetAllocationGranularity");
+        *(void **)&mt_cu.reserve = dlsym(lib, "cuMemAddressReserve");
+        *(void **)&mt_cu.create = dlsym(lib, "cuMemCreate");
+        *(void **)&mt_cu.access = dlsym(lib, "cuMemSetAccess");
+        *(void **)&mt_cu.unmap = dlsym(lib, "cuMemUnmap");
+        *(void **)&mt_cu.release = dlsym(lib, "cuMemRelease");
+        *(void **)&mt_cu.addr_free = dlsym(lib, "cuMemAddressFree");
+        *(void **)&mt_cu.map = dlsym(lib, "cuMemMap");
+        MT_CHECK(mt_cu.gran && mt_cu.reserve && mt_cu.create && mt_cu.access && mt_cu.unmap && mt_cu.release &&
+                 mt_cu.addr_free && mt_cu.map, "VMM: the driver's cuMem* functions not found");
+        mt_cuda_sync(); /* the runtime's primary context is current from here on */
+    }
+    pthread_mutex_unlock(&mt_vmm_lock);
+    mt_cu_prop_t prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = 1;     /* CU_MEM_ALLOCATION_TYPE_PINNED */
+    prop.loc_type = 1; /* CU_MEM_LOCATION_TYPE_DEVICE */
+    prop.loc_id = mt_cuda_dev;
+    size_t g = 0;
+    MT_CHECK(mt_cu.gran(&g, &prop, 0) == 0 && g, "cuMemGetAllocationGranularity");
+    if (!g) return NULL;
+    size_t size = ((n ? n : 1) + g - 1) / g * g;
+    mt_vmm_t *v = (mt_vmm_t *)calloc(1, sizeof *v);
+    v->size = size;
+    mt_cu_access_t acc = {1, mt_cuda_dev, 3 /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */};
+    int ok = v && mt_cu.reserve(&v->ptr, size, 0, 0, 0) == 0 && mt_cu.create(&v->handle, size, &prop, 0) == 0 &&
+             mt_cu.map(v->ptr, size, 0, v->handle, 0) == 0 && mt_cu.access(v->ptr, size, &acc, 1) == 0;
+    MT_CHECK(ok, "VMM allocation of %zu bytes", size);
+    if (!ok) return NULL;
+    pthread_mutex_lock(&mt_vmm_lock);
+    v->next = mt_vmm_list;
+    mt_vmm_list = v;
+    pthread_mutex_unlock(&mt_vmm_lock);
+    return (void *)(uintptr_t)v->ptr;
+}
+static inline void mt_vmm_free(void *p)
+{
+    pthread_mutex_lock(&mt_vmm_lock);
+    mt_vmm_t **pp = &mt_vmm_list;
+    while (*pp && (*pp)->ptr != (unsigned long long)(uintptr_t)p) pp = &(*pp)->next;
+    mt_vmm_t *v = *pp;
+    if (v) *pp = v->next;
+    pthread_mutex_unlock(&mt_vmm_lock);
+    MT_CHECK(v != NULL, "VMM free of %p: not allocated here", p);
+    if (!v) return;
+    mt_cuda_sync();
+    MT_CHECK(mt_cu.unmap(v->ptr, v->size) == 0 && mt_cu.release(v->handle) == 0 && mt_cu.addr_free(v->ptr, v->size) == 0,
+             "VMM free of %zu bytes", v->size);
+    free(v);
+}
+
 /* Real device memory (cudaMalloc) in cuda mode, which the host cannot touch: filled and read
  * back with mt_put/mt_get. In fake mode, registered host memory as mt_dev_alloc.
  * GDTETEST_DEVMEM=async: from cudaMallocAsync's stream-ordered pool instead (memory CUDA IPC
- * cannot export, addresses reused from one allocation to the next). */
-static int mt_devmem_async = -1;
+ * cannot export, addresses reused from one allocation to the next); GDTETEST_DEVMEM=vmm: from
+ * the driver's cuMemCreate/cuMemMap (mt_vmm_alloc; not exportable by CUDA IPC either). */
+static int mt_devmem_kind = -1; /* 0 cudaMalloc, 1 async, 2 vmm */
 static int (*mt_malloc_async)(void **, size_t, void *), (*mt_free_async)(void *, void *), (*mt_stream_sync)(void *);
 /* cudaMallocAsync on the default stream, and its free (both waited for). */
 static inline void *mt_async_alloc(size_t n)
@@ -225,26 +320,30 @@ static inline void mt_async_free(void *p)
     mt_free_async(p, NULL);
     mt_stream_sync(NULL);
 }
-static inline int mt_devmem_is_async(void)
+static inline int mt_devmem_which(void)
 {
-    if (mt_devmem_async < 0) {
+    if (mt_devmem_kind < 0) {
         const char *e = getenv("GDTETEST_DEVMEM");
-        mt_devmem_async = mt_cuda() && e && !strcmp(e, "async");
+        mt_devmem_kind = !mt_cuda() || !e ? 0 : !strcmp(e, "async") ? 1 : !strcmp(e, "vmm") ? 2 : 0;
     }
-    return mt_devmem_async;
+    return mt_devmem_kind;
 }
+static inline int mt_devmem_is_async(void) { return mt_devmem_which() == 1; }
 static inline void *mt_devmem_alloc(size_t n)
 {
     if (!mt_cuda()) return mt_dev_alloc(n);
-    if (mt_devmem_is_async()) return mt_async_alloc(n);
+    if (mt_devmem_which() == 1) return mt_async_alloc(n);
+    if (mt_devmem_which() == 2) return mt_vmm_alloc(n);
     void *d = NULL;
     MT_CHECK(mt_cuda_malloc(&d, n ? n : 1) == 0 && d, "cudaMalloc %zu", n);
     return d;
 }
 static inline void mt_devmem_free(void *p)
 {
-    if (p && mt_cuda() && mt_devmem_is_async()) {
+    if (p && mt_cuda() && mt_devmem_which() == 1) {
         mt_async_free(p);
+    } else if (p && mt_cuda() && mt_devmem_which() == 2) {
+        mt_vmm_free(p);
     } else if (p && mt_cuda()) {
         mt_cuda_free(p);
     } else {

@@ -302,10 +302,10 @@ typedef struct {
 
 /* --kinds (cuda mode): the buffers come from every allocator an application may use. Device:
  * cudaMalloc, cudaMallocManaged, cudaMallocAsync (a stream-ordered pool, which CUDA IPC cannot
- * export); host: malloc, cudaMallocHost (pinned), malloc + cudaHostRegister. Picked per buffer
+ * export), the driver's cuMemCreate + cuMemMap (VMM, not exportable either); host: malloc, cudaMallocHost (pinned), malloc + cudaHostRegister. Picked per buffer
  * by the case number. Elsewhere (fake mode, or without the option) cudaMalloc and malloc. */
 static int kinds;
-static _Atomic int64_t n_kind[2][3];
+static _Atomic int64_t n_kind[2][4];
 static int (*k_malloc_host)(void **, size_t), (*k_free_host)(void *);
 static int (*k_host_register)(void *, size_t, unsigned), (*k_host_unregister)(void *);
 static void kinds_init(void)
@@ -329,7 +329,7 @@ static void rbuf_make_kind(rbuf_t *b, int dev, MPI_Datatype t, int count, int ki
     b->dev = dev;
     b->lo = lo;
     b->len = (size_t)(hi - lo) + 2 * MARGIN;
-    b->kind = kinds ? kind : 0;
+    b->kind = kinds ? (dev ? kind % 4 : kind % 3) : 0;
     void *p = NULL;
     switch (dev * 3 + b->kind) {
     case 0: p = malloc(b->len); break;
@@ -340,7 +340,8 @@ static void rbuf_make_kind(rbuf_t *b, int dev, MPI_Datatype t, int count, int ki
         break;
     case 3: p = mt_devmem_alloc(b->len); break;
     case 4: p = mt_dev_alloc(b->len); break;
-    default: p = mt_async_alloc(b->len); break;
+    case 5: p = mt_async_alloc(b->len); break;
+    default: p = mt_vmm_alloc(b->len); break;
     }
     n_kind[dev][b->kind]++;
     b->alloc = p;
@@ -368,7 +369,8 @@ static void rbuf_free(rbuf_t *b)
         break;
     case 3: mt_devmem_free(b->alloc); break;
     case 4: mt_dev_free(b->alloc); break;
-    default: mt_async_free(b->alloc); break;
+    case 5: mt_async_free(b->alloc); break;
+    default: mt_vmm_free(b->alloc); break;
     }
     free(b->host);
 }
@@ -749,8 +751,8 @@ static void run_case(uint64_t seed, int64_t k)
 
     rbuf_t sb = {0}, rb = {0};
     int me_send = mt_rank == sender, me_recv = mt_rank == receiver;
-    rbuf_make_kind(&sb, me_send ? sdev : 0, st.t, sc, (int)((k * 7 + 1) % 3));
-    rbuf_make_kind(&rb, me_recv ? rdev : 0, rt, rcount, (int)((k * 5 + 2) / 3 % 3));
+    rbuf_make_kind(&sb, me_send ? sdev : 0, st.t, sc, (int)((k * 7 + 1) % 12));
+    rbuf_make_kind(&rb, me_recv ? rdev : 0, rt, rcount, (int)((k * 5 + 2) / 3 % 12));
     if (mode == 1) n_outside += sb.buf < sb.alloc || sb.buf >= sb.alloc + sb.len;
     /* The sender's data: seeded bytes over the whole allocation (both ranks build it). */
     mt_fill(sb.host, sb.len, (unsigned)(seed ^ (uint64_t)k));
@@ -1040,9 +1042,9 @@ int main(int argc, char **argv)
     io_close();
     if (kinds && mt_rank == 0)
         printf("random_test --kinds (rank 0's buffers): host malloc %lld, cudaMallocHost %lld, cudaHostRegister %lld; "
-               "device cudaMalloc %lld, cudaMallocManaged %lld, cudaMallocAsync %lld\n",
+               "device cudaMalloc %lld, cudaMallocManaged %lld, cudaMallocAsync %lld, cuMemCreate %lld\n",
                (long long)n_kind[0][0], (long long)n_kind[0][1], (long long)n_kind[0][2], (long long)n_kind[1][0],
-               (long long)n_kind[1][1], (long long)n_kind[1][2]);
+               (long long)n_kind[1][1], (long long)n_kind[1][2], (long long)n_kind[1][3]);
     check_node_units();
     return mt_finish("random_test");
 }
