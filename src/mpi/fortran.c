@@ -744,6 +744,14 @@ static void f_win_post(F *group, F *assert, F *win, F *ierr)
     ret(ierr, MPI_Win_post(MPI_Group_f2c(*group), (int)*assert, CW(win)));
 }
 static void f_win_wait(F *win, F *ierr) { ret(ierr, MPI_Win_wait(CW(win))); }
+static void f_win_test(F *win, F *flag, F *ierr)
+{
+    int fl = 0;
+    int rc = MPI_Win_test(CW(win), &fl);
+    if (rc == MPI_SUCCESS) *flag = fl ? 1 : 0;
+    ret(ierr, rc);
+}
+static void f_win_sync(F *win, F *ierr) { ret(ierr, MPI_Win_sync(CW(win))); }
 static void f_win_free(F *win, F *ierr)
 {
     MPI_Win w = CW(win);
@@ -938,7 +946,7 @@ static void f_buffer_detach_f08(void *buffer, F *size, F *ierr)
     X(barrier, BARRIER) X(win_fence, WIN_FENCE) X(win_lock, WIN_LOCK) X(win_lock_all, WIN_LOCK_ALL) \
     X(win_unlock, WIN_UNLOCK) X(win_unlock_all, WIN_UNLOCK_ALL) X(win_flush, WIN_FLUSH) X(win_flush_all, WIN_FLUSH_ALL) \
     X(win_flush_local, WIN_FLUSH_LOCAL) X(win_flush_local_all, WIN_FLUSH_LOCAL_ALL) X(win_start, WIN_START) \
-    X(win_complete, WIN_COMPLETE) X(win_post, WIN_POST) X(win_wait, WIN_WAIT) X(win_free, WIN_FREE) \
+    X(win_complete, WIN_COMPLETE) X(win_post, WIN_POST) X(win_wait, WIN_WAIT) X(win_test, WIN_TEST) X(win_sync, WIN_SYNC) X(win_free, WIN_FREE) \
     X(file_sync, FILE_SYNC) X(file_close, FILE_CLOSE) X(file_set_size, FILE_SET_SIZE) \
     X(file_preallocate, FILE_PREALLOCATE)
 /* The persistent collectives: X(lower, UPPER) of <naming>_<lower>_init. */

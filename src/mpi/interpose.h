@@ -142,6 +142,10 @@ extern gdte_ipo_counters_t gdte_ipo_cnt_g;
 
 /* MPI-IO on device buffers (interpose_io.c): counters io_reads, io_writes, or -1. */
 int64_t gdte_ipo_io_counter(const char *name);
+/* One-sided calls with device memory (interpose_rma.c): counters rma_windows, rma_ops, rma_merges
+ * (-1 for another name), and the windows still open at MPI_Finalize released. */
+int64_t gdte_ipo_rma_counter(const char *name);
+void gdte_ipo_rma_finalize(void);
 
 /* Communicators freed by the application with gdte requests active on them keep their node-path
  * state until those complete (interpose_node.c); called at every request record's release. */

@@ -124,6 +124,7 @@ int gdte_ipo_finalize(void)
     if (check_comm != MPI_COMM_NULL) PMPI_Comm_free(&check_comm);
     int rc = IPO_NEXT(Finalize)();
     gdte_ipo_buffer_finalize();
+    gdte_ipo_rma_finalize();
     if (gdte_started) {
         if (gdte_ipo_req_live() > 0)
             gdte_warn("%lld device requests never completed before MPI_Finalize", (long long)gdte_ipo_req_live());
@@ -424,6 +425,9 @@ GDTE_IPO_EXPORT int64_t gdte_mpi_counter(const char *name)
         {"buffers_shadowed", gdte_ipo_cnt_g.buffers_shadowed},
         {"io_reads", gdte_ipo_io_counter("io_reads")},
         {"io_writes", gdte_ipo_io_counter("io_writes")},
+        {"rma_windows", gdte_ipo_rma_counter("rma_windows")},
+        {"rma_ops", gdte_ipo_rma_counter("rma_ops")},
+        {"rma_merges", gdte_ipo_rma_counter("rma_merges")},
         {"node_recvs", gdte_ipo_cnt_g.node_recvs},
         {"requests_live", gdte_ipo_req_live()},
         {"types_live", gdte_engine_live_types()},

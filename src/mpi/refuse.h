@@ -20,7 +20,6 @@
  *    with no handle (MPI_COMM_WORLD's handler); handle: the parameter that holds it;
  *  - probes: one RF_* per buffer, each RF_x(cond, buffer, ...), looked at only when `cond`
  *    (an expression over the parameters) says the MPI will touch that buffer:
- *      RF_BUF(cond, buf, count, type)       count (MPI_Count) elements of type from buf;
  *      RF_BYTES(cond, buf, nbytes)          nbytes bytes from buf.
  *    Zero counts and MPI_DATATYPE_NULL are skipped by the probes.
  *
@@ -81,49 +80,9 @@
 #define RF_RSCATB_P const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op
 #define RF_BCAST_P void *buffer, int count, MPI_Datatype datatype, int root
 
-/* One-sided: the origin (and result, compare) buffers; the target's memory was looked at when
- * its window was created or attached. MPI_PROC_NULL targets and MPI_NO_OP origins are not
- * touched. */
-#define RF_RMA_P(cv)                                                                                      \
-    cv void *origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp, \
-        int target_count, MPI_Datatype target_datatype
-#define RF_RMA_A origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype
-#define RF_RMA_R RF_BUF(target_rank != MPI_PROC_NULL, origin_addr, origin_count, origin_datatype)
-#define RF_GETACC_P                                                                                           \
-    const void *origin_addr, int origin_count, MPI_Datatype origin_datatype, void *result_addr, int result_count, \
-        MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp, int target_count,                  \
-        MPI_Datatype target_datatype, MPI_Op op
-#define RF_GETACC_A                                                                                          \
-    origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, \
-        target_count, target_datatype, op
-#define RF_GETACC_R                                                                                     \
-    RF_BUF(target_rank != MPI_PROC_NULL && op != MPI_NO_OP, origin_addr, origin_count, origin_datatype) \
-    RF_BUF(target_rank != MPI_PROC_NULL, result_addr, result_count, result_datatype)
-
 /* clang-format off */
 #define GDTE_REFUSE_LIST(X) \
-    /* ---- one-sided ---- */ \
-    X(RMA, MPI_Put, (RF_RMA_P(const), MPI_Win win), (RF_RMA_A, win), WIN, win, RF_RMA_R) \
-    X(RMA, MPI_Rput, (RF_RMA_P(const), MPI_Win win, MPI_Request *request), (RF_RMA_A, win, request), WIN, win, RF_RMA_R) \
-    X(RMA, MPI_Get, (RF_RMA_P(), MPI_Win win), (RF_RMA_A, win), WIN, win, RF_RMA_R) \
-    X(RMA, MPI_Rget, (RF_RMA_P(), MPI_Win win, MPI_Request *request), (RF_RMA_A, win, request), WIN, win, RF_RMA_R) \
-    X(RMA, MPI_Accumulate, (RF_RMA_P(const), MPI_Op op, MPI_Win win), (RF_RMA_A, op, win), WIN, win, RF_RMA_R) \
-    X(RMA, MPI_Raccumulate, (RF_RMA_P(const), MPI_Op op, MPI_Win win, MPI_Request *request), (RF_RMA_A, op, win, request), WIN, win, RF_RMA_R) \
-    X(RMA, MPI_Get_accumulate, (RF_GETACC_P, MPI_Win win), (RF_GETACC_A, win), WIN, win, RF_GETACC_R) \
-    X(RMA, MPI_Rget_accumulate, (RF_GETACC_P, MPI_Win win, MPI_Request *request), (RF_GETACC_A, win, request), WIN, win, RF_GETACC_R) \
-    X(RMA, MPI_Fetch_and_op, \
-      (const void *origin_addr, void *result_addr, MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win), \
-      (origin_addr, result_addr, datatype, target_rank, target_disp, op, win), WIN, win, \
-      RF_BUF(target_rank != MPI_PROC_NULL && op != MPI_NO_OP, origin_addr, 1, datatype) \
-      RF_BUF(target_rank != MPI_PROC_NULL, result_addr, 1, datatype)) \
-    X(RMA, MPI_Compare_and_swap, \
-      (const void *origin_addr, const void *compare_addr, void *result_addr, MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, MPI_Win win), \
-      (origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win), WIN, win, \
-      RF_BUF(target_rank != MPI_PROC_NULL, origin_addr, 1, datatype) \
-      RF_BUF(target_rank != MPI_PROC_NULL, compare_addr, 1, datatype) \
-      RF_BUF(target_rank != MPI_PROC_NULL, result_addr, 1, datatype)) \
-    X(RMA, MPI_Win_create, (void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win), \
-      (base, size, disp_unit, info, comm, win), COMM, comm, RF_BYTES(1, base, size)) \
+    /* ---- one-sided: dynamic windows (interpose_rma.c carries the rest) ---- */ \
     X(RMA, MPI_Win_attach, (MPI_Win win, void *base, MPI_Aint size), (win, base, size), WIN, win, RF_BYTES(1, base, size))
 /* clang-format on */
 

@@ -54,17 +54,6 @@ static gdte_ipo_kind_t rf_join(gdte_ipo_kind_t a, gdte_ipo_kind_t b)
 
 static const void *rf_at(const void *b, MPI_Count off) { return (const void *)((uintptr_t)b + (uintptr_t)off); }
 
-/* `n` elements of `t` from `b`. */
-static gdte_ipo_kind_t rf_typed(const void *b, MPI_Count n, MPI_Datatype t)
-{
-    if (n <= 0 || b == MPI_IN_PLACE || t == MPI_DATATYPE_NULL) return GDTE_IPO_HOST;
-    if (n <= INT_MAX) return gdte_ipo_buf_kind(b, (int)n, t);
-    /* More elements than an int counts: the first and the last element. */
-    MPI_Count lb, ext;
-    if (PMPI_Type_get_extent_x(t, &lb, &ext) != MPI_SUCCESS) return GDTE_IPO_HOST;
-    return rf_join(gdte_ipo_buf_kind(b, 1, t), gdte_ipo_buf_kind(rf_at(b, (n - 1) * ext), 1, t));
-}
-
 static gdte_ipo_kind_t rf_bytes(const void *b, MPI_Count n)
 {
     if (!b || n <= 0) return GDTE_IPO_HOST;
@@ -79,7 +68,6 @@ static gdte_ipo_kind_t rf_bytes(const void *b, MPI_Count n)
         gdte_ipo_kind_t k_ = (kind_expr);               \
         if (k_ != GDTE_IPO_HOST) bad_ = what, bad_kind_ = k_; \
     }
-#define RF_BUF(cond, b, n, t) RF_PROBE(cond, #b, rf_typed(b, n, t))
 #define RF_BYTES(cond, b, n) RF_PROBE(cond, #b, rf_bytes(b, n))
 
 /* ---- refusal ---- */

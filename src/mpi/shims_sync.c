@@ -1,7 +1,7 @@
 /*
- * Calls with no buffer that may block inside the MPI: synchronisation (MPI_Barrier, the
- * synchronisation calls of windows), and collective creation and release of windows, files and
- * connections. gdte carries nothing here; it defines them so that, before the MPI may block,
+ * Calls with no buffer that may block inside the MPI: MPI_Barrier, and collective creation and
+ * release of windows, files and connections (the synchronisation calls of windows, MPI_Win_create
+ * and MPI_Win_free are interpose_rma.c's, which does the same first). gdte carries nothing here; it defines them so that, before the MPI may block,
  * the nonblocking device sends to other nodes whose fragments are still being packed are
  * posted (gdte_ipo_block_flush: it waits for the GPU alone). Without it a program that posts an
  * MPI_Isend and enters MPI_Barrier, while its receiver waits in MPI_Recv for that message before
@@ -15,20 +15,6 @@
 /* clang-format off */
 #define GDTE_SYNC_LIST(X)                                                                                   \
     X(MPI_Barrier, (MPI_Comm comm), (comm))                                                                 \
-    X(MPI_Win_fence, (int assert, MPI_Win win), (assert, win))                                              \
-    X(MPI_Win_lock, (int lock_type, int rank, int assert, MPI_Win win), (lock_type, rank, assert, win))     \
-    X(MPI_Win_lock_all, (int assert, MPI_Win win), (assert, win))                                           \
-    X(MPI_Win_unlock, (int rank, MPI_Win win), (rank, win))                                                 \
-    X(MPI_Win_unlock_all, (MPI_Win win), (win))                                                             \
-    X(MPI_Win_flush, (int rank, MPI_Win win), (rank, win))                                                  \
-    X(MPI_Win_flush_all, (MPI_Win win), (win))                                                              \
-    X(MPI_Win_flush_local, (int rank, MPI_Win win), (rank, win))                                            \
-    X(MPI_Win_flush_local_all, (MPI_Win win), (win))                                                        \
-    X(MPI_Win_start, (MPI_Group group, int assert, MPI_Win win), (group, assert, win))                      \
-    X(MPI_Win_complete, (MPI_Win win), (win))                                                               \
-    X(MPI_Win_post, (MPI_Group group, int assert, MPI_Win win), (group, assert, win))                       \
-    X(MPI_Win_wait, (MPI_Win win), (win))                                                                   \
-    X(MPI_Win_free, (MPI_Win *win), (win))                                                                  \
     X(MPI_Win_allocate, (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,          \
                          MPI_Win *win), (size, disp_unit, info, comm, baseptr, win))                        \
     X(MPI_Win_allocate_shared, (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,   \

@@ -1,5 +1,5 @@
-! The Fortran entry points src/mpi/fortran.c defines for the collectives gdte carries and for the
-! calls it refuses, through Open MPI's `use mpi` (mpi_x_) and, with GDTE_F08 defined, `use mpi_f08`
+! The Fortran entry points src/mpi/fortran.c defines for the collectives, one-sided calls, MPI-IO
+! and other calls gdte carries, through Open MPI's `use mpi` (mpi_x_) and, with GDTE_F08 defined, `use mpi_f08`
 ! (ompi_x_f) bindings. Without these entry points Open MPI's Fortran libraries would call PMPI_*
 ! directly: a device array would reach an MPI that cannot read it (a segfault on a GPU).
 !
@@ -8,13 +8,12 @@
 !    memory registered as fake device memory, fortran_helper.c) and once on host arrays, each
 !    result checked against the values the program computes; in fake mode gdte's coll_calls
 !    counter moves by one per call (per start) on device arrays and not on host arrays.
-! 2. The refused calls, every shape of fortran.c, on host arrays: they reach the MPI and give
+! 2. The calls once refused, every shape of fortran.c, on host arrays: they reach the MPI and give
 !    the data the program computes (one-sided under fences and under passive-target locks, MPI-IO
 !    with explicit offsets, individual and shared file pointers and split collectives, external32
-!    packing, buffered sends). On device arrays MPI_Get is MPI_ERR_BUFFER where gdte refuses
-!    it (fake mode, not GPU-aware) and goes through elsewhere; MPI_File_write_at,
-!    MPI_Pack_external and MPI_Buffer_attach/MPI_Buffer_detach of device arrays always go
-!    through (gdte carries them).
+!    packing, buffered sends). On device arrays MPI_Get, a window over device memory (MPI_Put
+!    into it under fences, MPI_Win_sync), MPI_File_write_at, MPI_Pack_external and
+!    MPI_Buffer_attach/MPI_Buffer_detach always go through (gdte carries them).
 program fortran_calls_test
 #ifdef GDTE_F08
   use mpi_f08
@@ -469,7 +468,7 @@ contains
     call ok_ierr(ierr, what // ': MPI_Request_free')
   end subroutine
 
-  ! The refused calls on host arrays: they reach the MPI, with the data the program computes.
+  ! The calls once refused, on host arrays: they reach the MPI, with the data the program computes.
   subroutine refused_host()
     real(8) :: h(2 * n), g(n), t(n), o1(1), c1(1), r1(1)
     real(8), asynchronous :: w(2 * n)
@@ -705,8 +704,7 @@ contains
     call check(all(g == t), what // ' data')
   end subroutine
 
-  ! The refused calls on device memory: one of each family. Refused (MPI_ERR_BUFFER, nothing
-  ! moves) where gdte refuses them, through the MPI elsewhere.
+  ! Calls once refused on device memory, one of each family: carried now, in every mode.
   subroutine refused_device(a)
     real(8), intent(inout) :: a(:)
     real(8), asynchronous :: w(n)
@@ -714,7 +712,6 @@ contains
     integer(kind=MPI_OFFSET_KIND) :: off
     character(len=1) :: pk(8 * n)
     integer :: k, bsz
-    logical :: refused
 #ifdef GDTE_F08
     type(MPI_Win) :: win
     type(MPI_File) :: fh
@@ -722,7 +719,6 @@ contains
 #else
     integer :: win, fh
 #endif
-    refused = ft_expect_refuse() == 1
     do k = 1, n
       w(k) = val(rank, k, 0)
     end do
@@ -733,13 +729,26 @@ contains
     call MPI_Win_fence(0, win, ierr)
     disp = 0
     call MPI_Get(a, n, MPI_DOUBLE_PRECISION, up, disp, n, MPI_DOUBLE_PRECISION, win, ierr)
-    call refusal(ierr, refused, 'MPI_Get into device memory')
+    call refusal(ierr, .false., 'MPI_Get into device memory')
     call MPI_Win_fence(0, win, ierr)
-    if (refused) then
-      call check(all(a == -1d0), 'a refused MPI_Get wrote its origin')
-    else
-      call check(all([(a(k) == val(up, k, 0), k = 1, n)]), 'MPI_Get into device memory: data')
-    end if
+    call check(all([(a(k) == val(up, k, 0), k = 1, n)]), 'MPI_Get into device memory: data')
+    call MPI_Win_free(win, ierr)
+
+    ! A window over device memory (a host copy for the MPI, merged at each fence and at
+    ! MPI_Win_sync): the rank below puts its values into a.
+    a = -1d0
+    call MPI_Win_create(a, wsz, 8, MPI_INFO_NULL, comm, win, ierr)
+    call refusal(ierr, .false., 'MPI_Win_create over device memory')
+    call MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN, ierr)
+    call MPI_Win_fence(0, win, ierr)
+    call MPI_Put(w, n, MPI_DOUBLE_PRECISION, up, disp, n, MPI_DOUBLE_PRECISION, win, ierr)
+    call refusal(ierr, .false., 'MPI_Put into a device window')
+    call MPI_Win_fence(0, win, ierr)
+    call check(all([(a(k) == val(down, k, 0), k = 1, n)]), 'MPI_Put into a device window: data')
+    call MPI_Win_lock_all(0, win, ierr)
+    call MPI_Win_sync(win, ierr)
+    call refusal(ierr, .false., 'MPI_Win_sync of a device window')
+    call MPI_Win_unlock_all(win, ierr)
     call MPI_Win_free(win, ierr)
 
     call MPI_File_open(comm, 'fortran_calls_test_dev.dat', MPI_MODE_CREATE + MPI_MODE_RDWR + MPI_MODE_DELETE_ON_CLOSE, &

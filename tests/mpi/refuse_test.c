@@ -11,8 +11,9 @@
  * data. Buffers the MPI does not touch (a non-root's receive buffer, MPI_IN_PLACE) are never
  * refused.
  *
- * Families: Win_create + Put/Get under fences; and calls gdte carries now, on either kind of
- * buffer: Bcast, Allgather, Alltoallw, Neighbor_alltoallw (Cartesian), Ibcast,
+ * Family: one-sided (MPI_Win_attach of device memory to a dynamic window). Calls gdte carries
+ * now, on either kind of buffer: Win_create + Put/Get under fences and post/start, Fetch_and_op
+ * under lock_all; Bcast, Allgather, Alltoallw, Neighbor_alltoallw (Cartesian), Ibcast,
  * File_write_at/File_read_at and a split collective write (MPI-IO; the random cases are
  * io_test's), Pack_external / Unpack_external, Buffer_attach (with buffered sends of host and device
  * messages, one past its capacity: MPI_ERR_BUFFER). Other shapes of the table's probes: Allgatherv and Alltoallv
@@ -206,37 +207,39 @@ static void insignificant(void)
     MT_CHECK(s[0] == mt_size * (mt_size + 1) / 2, "MPI_Allreduce in place: %d", s[0]);
 }
 
-/* A window over device memory (refused at MPI_Win_create), then Put and Get with a device
- * origin buffer under fences on a window that exists, and a Put of a derived origin type under
- * post-start-complete-wait (passive target: atomics() below). */
+/* A window over device memory (carried: the MPI's window is a host copy, synchronised at each
+ * fence and post/wait), then Put and Get with a device origin buffer under fences, a local store
+ * into the window between fences, and a Put of a derived origin type under
+ * post-start-complete-wait (passive target: atomics() below; random cases: rma_test). */
 static void one_sided(int dev)
 {
     int np = mt_size, right = (mt_rank + 1) % np, left = (mt_rank + np - 1) % np;
     int wdev = dev, *wmem = mt_alloc(wdev, np * sizeof(int));
     for (int i = 0; i < np; i++) wmem[i] = -1;
     MPI_Win win = MPI_WIN_NULL;
-    int rc = MPI_Win_create(wmem, np * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    if (!went_through(dev, rc, "MPI_Win_create")) {
-        /* The origin buffers below stay device memory; the window becomes host memory. */
-        MT_CHECK(win == MPI_WIN_NULL, "a refused MPI_Win_create set a window");
+    MT_CHECK(carried(dev, MPI_Win_create(wmem, np * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win),
+                     "MPI_Win_create"),
+             "no window");
+    if (win == MPI_WIN_NULL) {
         mt_free(wdev, wmem);
-        wdev = 0;
-        wmem = calloc(np, sizeof(int));
-        for (int i = 0; i < np; i++) wmem[i] = -1;
-        MT_MPI(MPI_Win_create(wmem, np * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        return;
     }
     MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    void *wbase = NULL;
+    int flag = 0;
+    MT_MPI(MPI_Win_get_attr(win, MPI_WIN_BASE, &wbase, &flag));
+    MT_CHECK(flag && wbase == (void *)wmem, "MPI_WIN_BASE of a %s window: %p, want %p", kind(dev), wbase, (void *)wmem);
     int *o = mt_alloc(dev, sizeof(int));
     *o = 1000 + mt_rank;
     MT_MPI(MPI_Win_fence(0, win));
-    int ok = went_through(dev, MPI_Put(o, 1, MPI_INT, right, mt_rank, 1, MPI_INT, win), "MPI_Put");
+    int ok = carried(dev, MPI_Put(o, 1, MPI_INT, right, mt_rank, 1, MPI_INT, win), "MPI_Put");
     MT_MPI(MPI_Win_fence(0, win));
     int want = ok ? 1000 + left : -1;
     MT_CHECK(wmem[left] == want, "MPI_Put (%s origin): window slot %d is %d, want %d", kind(dev), left, wmem[left], want);
     wmem[mt_rank] = 2000 + mt_rank;
     *o = -1;
     MT_MPI(MPI_Win_fence(0, win));
-    ok = went_through(dev, MPI_Get(o, 1, MPI_INT, right, right, 1, MPI_INT, win), "MPI_Get");
+    ok = carried(dev, MPI_Get(o, 1, MPI_INT, right, right, 1, MPI_INT, win), "MPI_Get");
     MT_MPI(MPI_Win_fence(0, win));
     want = ok ? 2000 + right : -1;
     MT_CHECK(*o == want, "MPI_Get (%s origin): got %d, want %d", kind(dev), *o, want);
@@ -261,7 +264,7 @@ static void one_sided(int dev)
     MT_MPI(MPI_Barrier(MPI_COMM_WORLD));
     MT_MPI(MPI_Win_post(gl, 0, win));
     MT_MPI(MPI_Win_start(gr, 0, win));
-    ok = went_through(dev, MPI_Put(ov, 1, vec, right, 0, 2, MPI_INT, win), "MPI_Put (vector origin)");
+    ok = carried(dev, MPI_Put(ov, 1, vec, right, 0, 2, MPI_INT, win), "MPI_Put (vector origin)");
     MT_MPI(MPI_Win_complete(win));
     MT_MPI(MPI_Win_wait(win));
     MT_CHECK(wmem[0] == (ok ? 3000 + left : -1) && wmem[1] == (ok ? 4000 + left : -1),
@@ -526,8 +529,7 @@ static void dist_graph(int dev)
     MPI_Comm_free(&g);
 }
 
-/* Passive target: an MPI_NO_OP origin is not looked at (goes through in every mode); a device
- * result buffer is. */
+/* Passive target: an MPI_NO_OP origin and a device result buffer (carried). */
 static void atomics(int dev)
 {
     int right = (mt_rank + 1) % mt_size, *wmem = calloc(1, sizeof(int));
@@ -544,7 +546,7 @@ static void atomics(int dev)
     MT_CHECK(res == 5 * right, "MPI_Fetch_and_op MPI_NO_OP (%s origin): %d, want %d", kind(dev), res, 5 * right);
     int one = 1, *dres = mt_alloc(dev, sizeof(int));
     *dres = -1;
-    int ok = went_through(dev, MPI_Fetch_and_op(&one, dres, MPI_INT, right, 0, MPI_SUM, win), "MPI_Fetch_and_op");
+    int ok = carried(dev, MPI_Fetch_and_op(&one, dres, MPI_INT, right, 0, MPI_SUM, win), "MPI_Fetch_and_op");
     MT_MPI(MPI_Win_flush(right, win));
     MT_CHECK(*dres == (ok ? 5 * right : -1), "MPI_Fetch_and_op (%s result): %d", kind(dev), *dres);
     MT_MPI(MPI_Win_unlock_all(win));
@@ -554,6 +556,19 @@ static void atomics(int dev)
     mt_free(dev, o);
     mt_free(dev, dres);
     free(wmem);
+}
+
+/* A dynamic window: device memory attached is refused (a peer's displacement is an address in
+ * the application's memory, which no host copy can have); host memory goes through. */
+static void dynamic_window(int dev)
+{
+    MPI_Win win;
+    MT_MPI(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    int *m = mt_alloc(dev, N * sizeof(int));
+    if (went_through(dev, MPI_Win_attach(win, m, N * sizeof(int)), "MPI_Win_attach")) MT_MPI(MPI_Win_detach(win, m));
+    MT_MPI(MPI_Win_free(&win));
+    mt_free(dev, m);
 }
 
 /* A split collective: refused at _begin (and nothing in progress); otherwise _end completes it. */
@@ -667,6 +682,7 @@ int main(int argc, char **argv)
         request_shapes(dev);
         dist_graph(dev);
         if (rma) atomics(dev);
+        if (rma) dynamic_window(dev);
         split_collective(dev);
         intercomm_bcast(dev);
         /* None of these is gdte's point-to-point work: its counters must not move. */
