@@ -400,7 +400,8 @@ mpi_build() {
 section_mpi() {
   mpi_build || return
   local log="$OUT/mpi_gpu.log" res rc
-  (cd "$MPI_BUILD" && ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-300}") >"$log" 2>&1
+  # (rma_test needs an MPI that creates windows: section mpi_rma runs it where one does)
+  (cd "$MPI_BUILD" && ctest -L mpi_gpu -E mpi_gpu_rma --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-300}") >"$log" 2>&1
   rc=$?
   res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
   if grep -q "(Skipped)" "$log"; then record mpi_gpu FAIL "skipped on a GPU machine: $res"
@@ -441,7 +442,7 @@ section_mpi() {
     if [ $rc -eq 0 ] && grep -Eq "transpose ping-pong +device memory .* yes" "$log"; then record demo_mps ok "2 ranks on one GPU under MPS, verified"
     else record demo_mps FAIL "rc=$rc, see demo_mps.log"; fi
     log="$OUT/mpi_gpu_mps.log"
-    (cd "$MPI_BUILD" && ctest -L mpi_gpu --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-300}") >"$log" 2>&1
+    (cd "$MPI_BUILD" && ctest -L mpi_gpu -E mpi_gpu_rma --output-on-failure --timeout "${DEVICE_MPI_TIMEOUT:-300}") >"$log" 2>&1
     rc=$?
     res=$(grep -E "tests passed|tests failed" "$log" | tail -1)
     [ $rc -eq 0 ] && record mpi_gpu_mps ok "under MPS: $res" || record mpi_gpu_mps FAIL "under MPS: $res"
@@ -515,6 +516,38 @@ section_mpi_random() {
   done
 }
 
+# One-sided communication on device memory (tests/mpi/rma_test, cudaMalloc windows and buffers):
+# on the image's Open MPI, and on the CUDA-aware build told it is not GPU-aware
+# (GDTE_MPI_GPU_AWARE=0: gdte's host copies), whose osc component creates windows where the
+# image's MPI may create none. osc pt2pt on both (tests/mpi/CMakeLists.txt says why).
+# Environment: DEVICE_RMA_CASES (default 200).
+section_mpi_rma() {
+  mpi_build || return
+  local log="$OUT/mpi_rma.log" pre="$PWD/$MPI_BUILD/src/mpi/libgdte_mpi.so" rc
+  local args=(--cases "${DEVICE_RMA_CASES:-200}" --seed 9)
+  rma_record() {
+    case $2 in
+      0) record "$1" ok "$(grep '^rma_test: ' "$log" | tail -1 | cut -c1-140)" ;;
+      77) record "$1" skip "this MPI creates no windows" ;;
+      *) record "$1" FAIL "rc=$2, see mpi_rma.log"; grep "FAIL" "$log" | head -5 | tee -a "$SUMMARY" ;;
+    esac
+  }
+  echo "== the image's MPI" >"$log"
+  timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none --mca osc pt2pt -x GDTETEST_MODE=cuda \
+    -x GDTETEST_EXPECT_RMA=1 -x LD_PRELOAD="$pre" "$MPI_BUILD/tests/mpi/rma_test" "${args[@]}" >>"$log" 2>&1
+  rma_record mpi_rma $?
+  [ -f .deps/ompi-cuda/env.sh ] || return 0
+  (
+    # shellcheck disable=SC1091
+    . .deps/ompi-cuda/env.sh
+    echo "== ompi-cuda, GDTE_MPI_GPU_AWARE=0" >>"$log"
+    timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader,smcuda \
+      --mca osc pt2pt -x GDTE_MPI_GPU_AWARE=0 -x GDTETEST_MODE=cuda -x GDTETEST_EXPECT_RMA=1 -x LD_PRELOAD="$pre" \
+      "$MPI_BUILD/tests/mpi/rma_test" "${args[@]}" --seed 10 >>"$log" 2>&1
+    rma_record mpi_rma:ompi-cuda $?
+  )
+}
+
 # The interposer's MPI GPU tests under compute-sanitizer memcheck (each rank under the tool).
 # Environment: DEVICE_MEMCHECK_CASES (random_test's cases), DEVICE_MEMCHECK_PROGRAMS (a subset).
 # Failed runtime calls that gdte expects and handles are not reported as errors
@@ -539,6 +572,7 @@ section_mpi_memcheck() {
     case "$t" in reduce_test*--maxc*) extra=(-x GDTE_MPI_REDUCE_NODE_MIN=1) ;; esac
     # frag_test across a forced node boundary: fragmented messages (GDTE_MPI_PIPELINE)
     case "$t" in frag_test*) extra=(-x GDTETEST_NODE_SPLIT=1 -x GDTETEST_NODE_FRAG_SIZE=65536) ;; esac
+    case "$t" in rma_test*) extra=(--mca osc pt2pt) ;; esac
     # Open MPI's AVX reduction component computes wrong sums under compute-sanitizer (reduce_test's
     # MPI_Reduce_local on host buffers, gdte not involved): the plain C ops are used instead.
     timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
