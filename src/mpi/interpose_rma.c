@@ -131,6 +131,7 @@ struct rma_win {
     unsigned char *pub, *snap, *tmp;
     MPI_Comm comm;       /* a duplicate of the window's communicator (any_dev): the fence barrier */
     rma_op_t *ops;
+    pthread_mutex_t mlock; /* one merge at a time (threads synchronising one window at once) */
 };
 
 static pthread_mutex_t rma_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -188,8 +189,8 @@ static gdte_ipo_kind_t rma_span_kind(const void *b, MPI_Aint n)
 
 /* ---- the two copies of a device window ---- */
 /* Synchronise the public copy (pub, the MPI's) and the private one (the application's device
- * memory) against snap, the state both held at the last merge. Caller holds no lock: the
- * window is the caller's (MPI rules out concurrent synchronisation calls on one window). */
+ * memory) against snap, the state both held at the last merge. Caller holds the window's mlock
+ * (not rma_lock). */
 static gdte_status_t rma_merge(rma_win_t *w)
 {
     if (!w->dev || w->size == 0) return GDTE_OK;
@@ -233,7 +234,10 @@ static gdte_status_t rma_merge(rma_win_t *w)
 
 static int rma_merge_call(rma_win_t *w, const char *fn)
 {
+    if (!w->dev) return MPI_SUCCESS;
+    pthread_mutex_lock(&w->mlock);
     gdte_status_t st = rma_merge(w);
+    pthread_mutex_unlock(&w->mlock);
     return st == GDTE_OK ? MPI_SUCCESS : rma_fail(w->win, fn, "the window's memory", st);
 }
 
@@ -243,6 +247,7 @@ static void rma_win_release(rma_win_t *w)
     if (w->snap) munmap(w->snap, w->size);
     if (w->tmp) munmap(w->tmp, w->size);
     if (w->comm != MPI_COMM_NULL) PMPI_Comm_free(&w->comm);
+    pthread_mutex_destroy(&w->mlock);
     free(w);
 }
 
@@ -414,6 +419,7 @@ static int rma_keep(const char *fn, MPI_Win win, rma_op_t *op, int rc, MPI_Reque
          * record for its pending operations. */
         w = calloc(1, sizeof *w);
         if (w) {
+            pthread_mutex_init(&w->mlock, NULL);
             w->win = win;
             w->comm = MPI_COMM_NULL;
             HASH_ADD(hh, rma_wins, win, sizeof w->win, w);
@@ -534,6 +540,7 @@ GDTE_IPO_EXPORT int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI
     if (mine == 1) {
         w = calloc(1, sizeof *w);
         if (w) {
+            pthread_mutex_init(&w->mlock, NULL);
             w->comm = MPI_COMM_NULL;
             w->size = (size_t)size;
             w->pub = rma_map(w->size);
@@ -573,6 +580,7 @@ GDTE_IPO_EXPORT int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI
     if (!w) {
         w = calloc(1, sizeof *w);
         if (!w) return rma_fail(MPI_WIN_NULL, "MPI_Win_create", "a window record", GDTE_ERR_NO_MEMORY);
+        pthread_mutex_init(&w->mlock, NULL);
         w->comm = MPI_COMM_NULL;
     }
     w->any_dev = 1;
