@@ -50,15 +50,16 @@
 #endif
 
 /* What gdte carries (shims.c, GDTE_IPO_NEXT_LIST; shims_coll.c, interpose_coll.h's GDTE_COLL_LIST;
- * shims_reduce.c, interpose_reduce.h's GDTE_RED_LIST and MPI_Reduce_local), in words, for gdte_info
- * and the README. */
+ * shims_reduce.c, interpose_reduce.h's GDTE_RED_LIST and MPI_Reduce_local; interpose_io.c;
+ * interpose_rma.c), in words, for gdte_info and the README. */
 #define GDTE_MPI_CARRIED                                                                                  \
-    "point-to-point, persistent, completion, pack (external32 too), the buffer of buffered sends, MPI-IO, collectives (alltoall, gather, scatter, bcast families), " \
+    "point-to-point, persistent, completion, pack (external32 too), the buffer of buffered sends, MPI-IO, one-sided " \
+    "(device buffers through host mirrors, device windows through host copies), collectives (alltoall, gather, scatter, bcast families), " \
     "neighborhood collectives and reductions (blocking, nonblocking and persistent, the blocking ones GPU to GPU " \
     "within the node, reductions of predefined operations from GDTE_MPI_REDUCE_NODE_MIN bytes)"
 
 /* F(id, key): key names the family in gdte_info's output and in the README's Coverage rows. */
-#define GDTE_REFUSE_FAMILIES(F) F(RMA, "one-sided")
+#define GDTE_REFUSE_FAMILIES(F) F(RMA, "dynamic-windows")
 
 /* ---- parameter shapes of the collectives (shims_coll.c, shims_reduce.c, the persistent forms) ---- */
 #define RF_GATHER_P                                                                                          \
