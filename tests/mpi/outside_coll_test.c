@@ -798,19 +798,7 @@ static void check_refused(void)
     int n = 64;
     int *d = mt_dev_alloc(sizeof(int) * (size_t)n), *d2 = mt_dev_alloc(sizeof(int) * (size_t)n);
     MPI_Win win;
-    int e = MPI_Win_create(d, sizeof(int) * (size_t)n, sizeof(int), MPI_INFO_NULL, wdup, &win);
-    MT_CHECK(mt_eclass(e) == want, "MPI_Win_create on device memory: class %d, want %d", mt_eclass(e), want);
-    if (e == MPI_SUCCESS) {
-        /* the rank below puts its rank into element 5 of this window */
-        int val = 100 + mt_rank, below = (mt_rank + mt_size - 1) % mt_size;
-        MPI_Win_fence(0, win);
-        e = MPI_Put(&val, 1, MPI_INT, (mt_rank + 1) % mt_size, 5, 1, MPI_INT, win);
-        MT_CHECK(e == MPI_SUCCESS, "MPI_Put into a device window: class %d", mt_eclass(e));
-        MPI_Win_fence(0, win);
-        MT_CHECK(d[5] == 100 + below && d[4] == 0 && d[6] == 0, "MPI_Put into a device window: %d %d %d", d[4], d[5],
-                 d[6]);
-        MPI_Win_free(&win);
-    }
+    int e;
     /* A host window, device origin buffers (accumulate with a derived type, get_accumulate). */
     int *hw = calloc((size_t)n, sizeof(int));
     MPI_Datatype v;
@@ -826,6 +814,21 @@ static void check_refused(void)
         if (ew == MPI_SUCCESS) MPI_Win_free(&win);
         if (mt_rank == 0) printf("outside_coll_test: the MPI creates no host window here: one-sided part skipped\n");
         goto no_win;
+    }
+    /* A window over device memory, where the MPI creates windows. */
+    MPI_Win dwin;
+    e = MPI_Win_create(d, sizeof(int) * (size_t)n, sizeof(int), MPI_INFO_NULL, wdup, &dwin);
+    MT_CHECK(mt_eclass(e) == want, "MPI_Win_create on device memory: class %d, want %d", mt_eclass(e), want);
+    if (e == MPI_SUCCESS) {
+        /* the rank below puts its rank into element 5 of this window */
+        int val = 100 + mt_rank, below = (mt_rank + mt_size - 1) % mt_size;
+        MPI_Win_fence(0, dwin);
+        e = MPI_Put(&val, 1, MPI_INT, (mt_rank + 1) % mt_size, 5, 1, MPI_INT, dwin);
+        MT_CHECK(e == MPI_SUCCESS, "MPI_Put into a device window: class %d", mt_eclass(e));
+        MPI_Win_fence(0, dwin);
+        MT_CHECK(d[5] == 100 + below && d[4] == 0 && d[6] == 0, "MPI_Put into a device window: %d %d %d", d[4], d[5],
+                 d[6]);
+        MPI_Win_free(&dwin);
     }
     MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
     MPI_Win_fence(0, win);
