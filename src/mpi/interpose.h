@@ -313,6 +313,8 @@ gdte_status_t gdte_ipo_mirror_make(gdte_ipo_mirror_t *m, const void *user, int c
                                    gdte_ipo_kind_t kind, int copy_in);
 gdte_status_t gdte_ipo_mirror_out(gdte_ipo_mirror_t *m, int64_t nbytes);
 void gdte_ipo_mirror_free(gdte_ipo_mirror_t *m);
+/* Plain bytes between device (or, with `fake`, fake device) memory and host memory. */
+gdte_status_t gdte_ipo_bytes(void *dst, const void *src, size_t n, int fake);
 
 /* MPI_Pack_external / MPI_Unpack_external with a device buffer on either side: the MPI converts
  * on host mirrors (interpose_pack.c). */

@@ -356,7 +356,7 @@ gdte_status_t gdte_ipo_mirror_out(gdte_ipo_mirror_t *m, int64_t nbytes)
 }
 
 /* Plain bytes between device (or fake device) memory and host memory. */
-static gdte_status_t ext_bytes(void *dst, const void *src, size_t n, int fake)
+gdte_status_t gdte_ipo_bytes(void *dst, const void *src, size_t n, int fake)
 {
     if (n == 0) return GDTE_OK;
     if (fake) {
@@ -402,7 +402,7 @@ int gdte_ipo_pack_external(const char *datarep, const void *inbuf, int incount, 
     }
     rc = IPO_NEXT(Pack_external)(datarep, in_arg, incount, dt, out_arg, outsize, position);
     if (rc == MPI_SUCCESS && out && *position > pos0)
-        st = ext_bytes((char *)outbuf + pos0, out->ptr, (size_t)(*position - pos0), pk == GDTE_IPO_FAKE);
+        st = gdte_ipo_bytes((char *)outbuf + pos0, out->ptr, (size_t)(*position - pos0), pk == GDTE_IPO_FAKE);
     gdte_ipo_mirror_free(&m);
     if (out) gdte_stage_release(out);
     if (st != GDTE_OK) return gdte_ipo_fail(MPI_COMM_WORLD, "MPI_Pack_external", st);
@@ -434,7 +434,7 @@ int gdte_ipo_unpack_external(const char *datarep, const void *inbuf, MPI_Aint in
         /* The MPI reads at most min(need, insize - pos0) bytes from in_arg + pos0. */
         size_t avail = (size_t)(insize - pos0 < need ? insize - pos0 : need);
         st = gdte_stage_acquire(GDTE_STAGE_HOST, 0, avail > 0 ? avail : 1, &in);
-        if (st == GDTE_OK) st = ext_bytes(in->ptr, (const char *)inbuf + pos0, avail, pk == GDTE_IPO_FAKE);
+        if (st == GDTE_OK) st = gdte_ipo_bytes(in->ptr, (const char *)inbuf + pos0, avail, pk == GDTE_IPO_FAKE);
         if (in) in_arg = (const void *)((uintptr_t)in->ptr - (uintptr_t)pos0);
     }
     if (st == GDTE_OK && uk != GDTE_IPO_HOST) {

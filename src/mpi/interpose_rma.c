@@ -166,17 +166,6 @@ static int rma_fail(MPI_Win win, const char *fn, const char *what, gdte_status_t
     return code;
 }
 
-/* Plain bytes between the application's window memory and host memory. */
-static gdte_status_t rma_bytes(void *dst, const void *src, size_t n, int fake)
-{
-    if (n == 0) return GDTE_OK;
-    if (fake) {
-        memcpy(dst, src, n);
-        return GDTE_OK;
-    }
-    return gdte_gpu_memcpy(dst, src, n);
-}
-
 /* The kind of `n` bytes from `b` (their first and last byte beyond an int's count). */
 static gdte_ipo_kind_t rma_span_kind(const void *b, MPI_Aint n)
 {
@@ -194,7 +183,7 @@ static gdte_ipo_kind_t rma_span_kind(const void *b, MPI_Aint n)
 static gdte_status_t rma_merge(rma_win_t *w)
 {
     if (!w->dev || w->size == 0) return GDTE_OK;
-    gdte_status_t st = rma_bytes(w->tmp, w->user, w->size, w->fake);
+    gdte_status_t st = gdte_ipo_bytes(w->tmp, w->user, w->size, w->fake);
     if (st != GDTE_OK) return st;
     n_merges++;
     enum { B = 4096 };
@@ -224,11 +213,11 @@ static gdte_status_t rma_merge(rma_win_t *w)
             up_hi = off + n;
             continue;
         }
-        if (up_hi > up_lo && (st = rma_bytes((char *)w->user + up_lo, T + up_lo, up_hi - up_lo, w->fake)) != GDTE_OK)
+        if (up_hi > up_lo && (st = gdte_ipo_bytes((char *)w->user + up_lo, T + up_lo, up_hi - up_lo, w->fake)) != GDTE_OK)
             return st;
         up_lo = off, up_hi = off + n;
     }
-    if (up_hi > up_lo) st = rma_bytes((char *)w->user + up_lo, T + up_lo, up_hi - up_lo, w->fake);
+    if (up_hi > up_lo) st = gdte_ipo_bytes((char *)w->user + up_lo, T + up_lo, up_hi - up_lo, w->fake);
     return st;
 }
 
@@ -552,7 +541,7 @@ GDTE_IPO_EXPORT int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI
             w->dev = 1;
             w->fake = k == GDTE_IPO_FAKE;
             w->user = base;
-            st = rma_bytes(w->pub, base, w->size, w->fake);
+            st = gdte_ipo_bytes(w->pub, base, w->size, w->fake);
             if (st == GDTE_OK) memcpy(w->snap, w->pub, w->size);
         }
         if (st != GDTE_OK) {

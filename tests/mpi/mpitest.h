@@ -477,6 +477,36 @@ static inline int mt_ubuf_check(const mt_ubuf_t *u, const char *what)
     return i == u->len;
 }
 
+/* Does the MPI itself agree with its own bounds for (t, count)? Open MPI 4.1 mis-optimises some
+ * negative-stride layouts (it packs other bytes than its typemap says, or writes outside its
+ * reported true extent): a case with such a type has no oracle. The check unpacks an all-ones
+ * stream into a zeroed image with wide margins: exactly the type's bytes must be set, all inside
+ * its span. */
+static inline int mt_consistent(MPI_Datatype t, int count)
+{
+    MPI_Aint lb, ext, tlb, text;
+    int size;
+    MPI_Type_get_extent(t, &lb, &ext);
+    MPI_Type_get_true_extent(t, &tlb, &text);
+    MPI_Type_size(t, &size);
+    int64_t a = tlb, b = tlb + (int64_t)(count - 1) * ext, lo = a < b ? a : b, hi = (a > b ? a : b) + text;
+    const int64_t M = 1 << 16;
+    size_t len = (size_t)(hi - lo + 2 * M), n = (size_t)size * (size_t)count;
+    unsigned char *img = calloc(1, len), *ones = malloc(n + 1);
+    memset(ones, 0xFF, n);
+    int pos = 0;
+    MPI_Unpack(ones, (int)n, &pos, img + M - lo, count, t, MPI_COMM_SELF);
+    size_t inside = 0, outside = 0;
+    for (size_t i = 0; i < len; i++)
+        if (img[i]) {
+            if ((int64_t)i >= M && (int64_t)i < M + hi - lo) inside++;
+            else outside++;
+        }
+    free(img);
+    free(ones);
+    return outside == 0 && inside == n;
+}
+
 /* `count` elements of `t` at `buf` as one committed type to send or receive at MPI_BOTTOM: a
  * struct of one block at buf's absolute address. The caller frees it. */
 static inline MPI_Datatype mt_bottom_type(const void *buf, int count, MPI_Datatype t)
