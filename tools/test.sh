@@ -37,7 +37,8 @@ if [ "${GDTETEST_QUICK:-0}" != 1 ]; then
         -DCMAKE_C_COMPILER=clang -DGDTE_FUZZ=ON >/dev/null
   cmake --build build-ci-asan -j "$jobs"
   # The suppressions name Open MPI's entry points: they need full allocation stacks.
-  (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1 \
+  # (tools/asan/llvm-symbolizer: the symbolizer without the ranks' LD_PRELOAD)
+  (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1:external_symbolizer_path=$PWD/../tools/asan/llvm-symbolizer \
       LSAN_OPTIONS=suppressions=$PWD/../tests/engine/lsan-openmpi.supp:fast_unwind_on_malloc=0:print_suppressions=0 \
       ctest -j "$jobs" --output-on-failure)
   secs=${GDTETEST_FUZZ_SECONDS:-120}
