@@ -55,7 +55,7 @@
     X(MPI_Put) X(MPI_Rput) X(MPI_Get) X(MPI_Rget) X(MPI_Accumulate) X(MPI_Raccumulate) X(MPI_Get_accumulate) \
     X(MPI_Rget_accumulate) X(MPI_Fetch_and_op) X(MPI_Compare_and_swap) X(MPI_Win_create) X(MPI_Win_free) \
     X(MPI_Win_fence) X(MPI_Win_lock) X(MPI_Win_unlock) X(MPI_Win_lock_all) X(MPI_Win_unlock_all) X(MPI_Win_flush) \
-    X(MPI_Win_flush_all) X(MPI_Win_flush_local) X(MPI_Win_flush_local_all) X(MPI_Win_start) X(MPI_Win_complete) \
+    X(MPI_Win_flush_all) X(MPI_Win_flush_local) X(MPI_Win_flush_local_all) X(MPI_Win_complete) \
     X(MPI_Win_post) X(MPI_Win_wait) X(MPI_Win_test) X(MPI_Win_sync) X(MPI_Win_get_attr)
 /* clang-format on */
 
@@ -318,11 +318,9 @@ static void rma_req_fini(gdte_ipo_req_t *r)
         op->has_req = 0;
         op = NULL;
     }
+    if (op) rma_op_complete(op); /* (already done by finish, unless the request never completed) */
     pthread_mutex_unlock(&rma_lock);
-    if (op) {
-        rma_op_complete(op); /* (already done by finish, unless the request never completed) */
-        free(op);
-    }
+    free(op);
     r->ctx = NULL;
 }
 
@@ -706,12 +704,6 @@ GDTE_IPO_EXPORT int MPI_Win_flush_local_all(MPI_Win win)
 {
     RMA_SYNC_PROLOGUE(NEXT(Win_flush_local_all)(win))
     return rma_sync_after(w, NEXT(Win_flush_local_all)(win), -1, 0, "MPI_Win_flush_local_all");
-}
-
-GDTE_IPO_EXPORT int MPI_Win_start(MPI_Group group, int assert, MPI_Win win)
-{
-    if (gdte_ipo_on()) gdte_ipo_block_flush();
-    return NEXT(Win_start)(group, assert, win);
 }
 
 GDTE_IPO_EXPORT int MPI_Win_complete(MPI_Win win)

@@ -15,6 +15,7 @@
 /* clang-format off */
 #define GDTE_SYNC_LIST(X)                                                                                   \
     X(MPI_Barrier, (MPI_Comm comm), (comm))                                                                 \
+    X(MPI_Win_start, (MPI_Group group, int assert, MPI_Win win), (group, assert, win))                      \
     X(MPI_Win_allocate, (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,          \
                          MPI_Win *win), (size, disp_unit, info, comm, baseptr, win))                        \
     X(MPI_Win_allocate_shared, (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,   \
