@@ -36,9 +36,11 @@ if [ "${GDTETEST_QUICK:-0}" != 1 ]; then
   cmake -S . -B build-ci-asan "${common[@]}" -DGDTE_GPU=NONE -DGDTE_SANITIZE=address,undefined \
         -DCMAKE_C_COMPILER=clang -DGDTE_FUZZ=ON >/dev/null
   cmake --build build-ci-asan -j "$jobs"
-  # The suppressions name Open MPI's entry points: they need full allocation stacks.
-  # (tools/asan/llvm-symbolizer: the symbolizer without the ranks' LD_PRELOAD)
-  (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1:external_symbolizer_path=$PWD/../tools/asan/llvm-symbolizer \
+  # The suppressions name Open MPI's entry points: they need full allocation stacks, symbolized
+  # by a symbolizer that the ranks' LD_PRELOAD cannot break (tools/asan/symbolizer.c says why).
+  mkdir -p build-ci-asan/asan-tools
+  cc -static -O2 -o build-ci-asan/asan-tools/llvm-symbolizer tools/asan/symbolizer.c
+  (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1:external_symbolizer_path=$PWD/asan-tools/llvm-symbolizer \
       LSAN_OPTIONS=suppressions=$PWD/../tests/engine/lsan-openmpi.supp:fast_unwind_on_malloc=0:print_suppressions=0 \
       ctest -j "$jobs" --output-on-failure)
   secs=${GDTETEST_FUZZ_SECONDS:-120}
