@@ -10,6 +10,7 @@ demo=(cmake ninja-build gcc make pkg-config       # build
       libucx-dev                                   # UCX: protocols
       uthash-dev)                                  # hash tables and lists
 full=(g++ git                                      # emulated-kernel test (C++), build revision
+      libc6-dev                                    # static libc: the sanitizer tests' symbolizer wrapper
       ucx-utils                                    # ucx_info, to compare with gdte_info
       clang libclang-rt-14-dev llvm                # sanitizers, libFuzzer, llvm-symbolizer
       hipcc libamdhip64-dev                        # HIP compile check (AMD)
