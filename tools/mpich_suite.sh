@@ -105,7 +105,7 @@ run_one() {
 for mode in $modes; do
   : >"$work/results-$mode.txt"; : >"$work/failures-$mode.log"
   for d in $dirs; do
-    for list in "$d/testlist" "$d/testlist.gpu"; do
+    for list in "$d/testlist" "$d/testlist.gpu" "$d/testlist.dtp"; do
       [ -f "$list" ] || continue
       while read -r -a f; do
         [ ${#f[@]} -ge 2 ] || continue

@@ -78,7 +78,14 @@ static int is_sentinel(const void *p, int s)
 static void *fbuf(void *p) { return is_sentinel(p, S_BOTTOM) ? MPI_BOTTOM : p; }
 /* A send buffer that may be MPI_IN_PLACE. */
 static void *fsbuf(void *p) { return is_sentinel(p, S_IN_PLACE) ? MPI_IN_PLACE : fbuf(p); }
-static MPI_Status *fstatus(F *f, MPI_Status *c) { return !f || is_sentinel(f, S_STATUS_IGNORE) ? MPI_STATUS_IGNORE : c; }
+/* A single status: the C one starts as the application's, so that the MPI_ERROR field a
+ * single-completion call leaves alone comes back as it was. */
+static MPI_Status *fstatus(F *f, MPI_Status *c)
+{
+    if (!f || is_sentinel(f, S_STATUS_IGNORE)) return MPI_STATUS_IGNORE;
+    MPI_Status_f2c(f, c);
+    return c;
+}
 static int statuses_ignored(const F *f) { return !f || is_sentinel(f, S_STATUSES_IGNORE); }
 static void status_out(int rc, MPI_Status *c, F *f)
 {

@@ -145,10 +145,6 @@ static int io_post(io_ctx_t *c, int rc, const MPI_Status *st)
     return rc;
 }
 
-static void status_out(MPI_Status *user, const MPI_Status *st)
-{
-    if (user && user != MPI_STATUS_IGNORE) *user = *st;
-}
 
 /* ---- nonblocking: the request record holds the mirror ---- */
 static int io_req_finish(gdte_ipo_req_t *r, MPI_Status *st, int rc)
@@ -244,7 +240,7 @@ static io_ctx_t *io_split_take(MPI_File fh)
         MPI_Status st;                                                                                           \
         memset(&st, 0, sizeof st);                                                                               \
         int rc = io_post(&c, io_next.name(fh, offset, c.m.base, count, dt, &st), &st);                            \
-        status_out(status, &st);                                                                                 \
+        gdte_ipo_status_out(status, &st);                                                                        \
         return rc;                                                                                               \
     }
 #define IO_SHIM_FP(name, rd)                                                                                     \
@@ -259,7 +255,7 @@ static io_ctx_t *io_split_take(MPI_File fh)
         MPI_Status st;                                                                                           \
         memset(&st, 0, sizeof st);                                                                               \
         int rc = io_post(&c, io_next.name(fh, c.m.base, count, dt, &st), &st);                                    \
-        status_out(status, &st);                                                                                 \
+        gdte_ipo_status_out(status, &st);                                                                        \
         return rc;                                                                                               \
     }
 #define IO_SHIM_IAT(name, rd)                                                                                    \
@@ -319,7 +315,7 @@ static io_ctx_t *io_split_take(MPI_File fh)
         memset(&st, 0, sizeof st);                                                                               \
         int rc = io_post(c, io_next.name(fh, c->m.base, &st), &st);                                               \
         free(c);                                                                                                 \
-        status_out(status, &st);                                                                                 \
+        gdte_ipo_status_out(status, &st);                                                                        \
         return rc;                                                                                               \
     }
 

@@ -326,7 +326,7 @@ static int recv_done(const char *fn, MPI_Comm comm, int rc, void *buf, int count
         erc = gdte_ipo_recv_finish(comm, fn, buf, count, dt, m->type, kind, m->stage, m->nbytes, m->post, st);
     }
     gdte_stage_release(m->stage);
-    if (status != MPI_STATUS_IGNORE) *status = *st;
+    gdte_ipo_status_out(status, st);
     return rc != MPI_SUCCESS ? rc : erc;
 }
 
@@ -507,7 +507,7 @@ static int node_host_recv(const char *fn, int persistent, void *buf, int count, 
         if (rc == MPI_SUCCESS || eclass == MPI_ERR_TRUNCATE)
             erc = gdte_ipo_host_recv_finish(comm, fn, buf, count, dt, scratch, P, &st);
         if (scratch) gdte_stage_release(scratch);
-        if (status != MPI_STATUS_IGNORE) *status = st;
+        gdte_ipo_status_out(status, &st);
         return rc != MPI_SUCCESS ? rc : erc;
     }
     gdte_ipo_req_t *r = gdte_ipo_req_new();
@@ -734,7 +734,7 @@ int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, 
             return rc;
         }
         rc = gdte_ipo_waitall(2, rq, sts);
-        if (status != MPI_STATUS_IGNORE) *status = sts[1];
+        gdte_ipo_status_out(status, &sts[1]);
         if (rc == MPI_ERR_IN_STATUS) rc = sts[0].MPI_ERROR != MPI_SUCCESS ? sts[0].MPI_ERROR : sts[1].MPI_ERROR;
         return rc;
     }
@@ -785,7 +785,7 @@ int gdte_ipo_sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, 
         }
         gdte_stage_release(mr.stage);
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc != MPI_SUCCESS ? rc : erc;
 }
 
@@ -842,6 +842,6 @@ int gdte_ipo_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, i
                                    mr.post, &st);
     }
     gdte_stage_release(mr.stage);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc != MPI_SUCCESS ? rc : erc;
 }

@@ -478,7 +478,7 @@ int gdte_ipo_wait(MPI_Request *req, MPI_Status *status)
     MPI_Status st;
     int rc = IPO_NEXT(Wait)(req, &st);
     rc = complete_one(r, &st, rc, "MPI_Wait", *req);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc;
 }
 
@@ -502,7 +502,7 @@ int gdte_ipo_test(MPI_Request *req, int *flag, MPI_Status *status)
         return rc;
     }
     rc = complete_one(r, &st, rc, "MPI_Test", *req);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc;
 }
 
@@ -584,7 +584,7 @@ static int any_common(int test, int n, MPI_Request reqs[], int *index, int *flag
     gdte_ipo_req_t *r = done >= 0 ? claimed[done] : NULL;
     unclaim(n, done);
     if (r) rc = complete_one(r, &st, rc, fn, reqs[done]);
-    if (f && status != MPI_STATUS_IGNORE) *status = st;
+    if (f) gdte_ipo_status_out(status, &st);
     return rc;
 }
 
@@ -707,7 +707,7 @@ int gdte_ipo_request_get_status(MPI_Request req, int *flag, MPI_Status *status)
             pthread_mutex_unlock(&req_lock);
         }
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc;
 }
 

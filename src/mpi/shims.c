@@ -179,7 +179,7 @@ GDTE_IPO_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *
         gdte_ipo_message_note(*msg, comm);
         if (gdte_ipo_node_on()) gdte_ipo_node_probe_fix(comm, &st);
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc;
 }
 
@@ -193,7 +193,7 @@ GDTE_IPO_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, M
         gdte_ipo_message_note(*msg, comm);
         if (gdte_ipo_node_on()) gdte_ipo_node_probe_fix(comm, &st);
     }
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc;
 }
 
@@ -207,7 +207,7 @@ GDTE_IPO_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *st
     int rc, flag = 0;
     while ((rc = IPO_NEXT(Iprobe)(source, tag, comm, &flag, &st)) == MPI_SUCCESS && !flag) gdte_ipo_node_progress();
     if (rc == MPI_SUCCESS) gdte_ipo_node_probe_fix(comm, &st);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc;
 }
 
@@ -219,7 +219,7 @@ GDTE_IPO_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MP
     MPI_Status st;
     int rc = IPO_NEXT(Iprobe)(source, tag, comm, flag, &st);
     if (rc == MPI_SUCCESS && *flag) gdte_ipo_node_probe_fix(comm, &st);
-    if (status != MPI_STATUS_IGNORE) *status = st;
+    gdte_ipo_status_out(status, &st);
     return rc;
 }
 
