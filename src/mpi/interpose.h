@@ -159,6 +159,8 @@ int64_t gdte_ipo_io_counter(const char *name);
  * (-1 for another name), and the windows still open at MPI_Finalize released. */
 int64_t gdte_ipo_rma_counter(const char *name);
 void gdte_ipo_rma_finalize(void);
+/* Merge every device window of this process (MPI_Barrier, before and after the MPI's). */
+int gdte_ipo_rma_barrier_merge(void);
 
 /* Communicators freed by the application with gdte requests active on them keep their node-path
  * state until those complete (interpose_node.c); called at every request record's release. */

@@ -1,7 +1,8 @@
 /*
- * Calls with no buffer that may block inside the MPI: MPI_Barrier, and collective creation and
- * release of windows, files and connections (the synchronisation calls of windows, MPI_Win_create
- * and MPI_Win_free are interpose_rma.c's, which does the same first). gdte carries nothing here; it defines them so that, before the MPI may block,
+ * Calls with no buffer that may block inside the MPI: MPI_Barrier (which also merges device
+ * windows, see gdte_ipo_rma_barrier_merge), and collective creation and release of windows, files
+ * and connections (the synchronisation calls of windows, MPI_Win_create and MPI_Win_free are
+ * interpose_rma.c's, which does the same first). gdte carries nothing here; it defines them so that, before the MPI may block,
  * the nonblocking device sends to other nodes whose fragments are still being packed are
  * posted (gdte_ipo_block_flush: it waits for the GPU alone). Without it a program that posts an
  * MPI_Isend and enters MPI_Barrier, while its receiver waits in MPI_Recv for that message before
@@ -14,7 +15,6 @@
 
 /* clang-format off */
 #define GDTE_SYNC_LIST(X)                                                                                   \
-    X(MPI_Barrier, (MPI_Comm comm), (comm))                                                                 \
     X(MPI_Win_start, (MPI_Group group, int assert, MPI_Win win), (group, assert, win))                      \
     X(MPI_Win_allocate, (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,          \
                          MPI_Win *win), (size, disp_unit, info, comm, baseptr, win))                        \
@@ -60,3 +60,22 @@ __attribute__((constructor)) static void sync_resolve_next(void)
     }
 GDTE_SYNC_LIST(GDTE_X_SYNC_SHIM)
 #undef GDTE_X_SYNC_SHIM
+
+static __typeof__(&PMPI_Barrier) barrier_next;
+__attribute__((constructor)) static void barrier_resolve_next(void)
+{
+    barrier_next = (__typeof__(barrier_next))dlsym(RTLD_NEXT, "MPI_Barrier");
+    if (!barrier_next) barrier_next = PMPI_Barrier;
+}
+
+/* MPI_Barrier also merges this process's device windows before and after the MPI's barrier, for
+ * programs written for the unified memory model (gdte_ipo_rma_barrier_merge says why). */
+GDTE_IPO_EXPORT int MPI_Barrier(MPI_Comm comm)
+{
+    if (!gdte_ipo_on()) return barrier_next(comm);
+    gdte_ipo_block_flush();
+    int before = gdte_ipo_rma_barrier_merge(); /* the barrier still happens: the peers are in it */
+    int rc = barrier_next(comm);
+    int after = gdte_ipo_rma_barrier_merge();
+    return rc != MPI_SUCCESS ? rc : before != MPI_SUCCESS ? before : after;
+}
