@@ -501,9 +501,10 @@ int gdte_red_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_
     comm_facts_t f;
     red_ctx_t *c = NULL;
     if (rcount > 0 && facts_of(comm, &f)) {
-        int n = f.size;
-        if (f.inter && PMPI_Comm_remote_size(comm, &n) != MPI_SUCCESS) n = 0;
-        int64_t total = (int64_t)rcount * n;
+        /* n * recvcount input elements, n the size of this process's own group on an
+         * intercommunicator too (the remote group's size times its recvcount is the same
+         * number; this process's recvcount times the remote size is not). */
+        int64_t total = (int64_t)rcount * f.size;
         int rc = red_prepare(fn, comm, dt, sbuf, total, rbuf, sbuf == MPI_IN_PLACE ? total : 0, rcount, how, &c);
         if (rc != MPI_SUCCESS) return rc;
     }

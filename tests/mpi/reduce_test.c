@@ -522,8 +522,9 @@ static void persistent_case(call_t k, const tdesc_t *t, const odesc_t *o)
 }
 #endif
 
-/* Intercommunicator Allreduce and Reduce: even ranks are group A, odd ranks B. In A the first
- * rank is the root (MPI_ROOT), the others MPI_PROC_NULL; B's ranks contribute. */
+/* Intercommunicator Allreduce, Reduce and Reduce_scatter_block: even ranks are group A, odd
+ * ranks B. For Reduce, A's first rank is the root (MPI_ROOT), the others MPI_PROC_NULL; B's ranks
+ * contribute. */
 static void intercomm_cases(void)
 {
     if (mt_size < 2) return;
@@ -567,6 +568,31 @@ static void intercomm_cases(void)
         else same_bytes(&rd2, rimg, "a receive buffer the MPI does not write");
         same_bytes(&sd, simg, "send buffer");
         buf_free(&sd), buf_free(&sh), buf_free(&rd), buf_free(&rh), buf_free(&rd2), buf_free(&rh2);
+        free(simg), free(rimg);
+        /* Reduce_scatter_block: each process gives (its group's size) x recvcount elements; a
+         * group's recvcount is the other group's size times k, so both groups' vectors have the
+         * same length (the groups differ in size at odd np). */
+        int size_a = (mt_size + 1) / 2, size_b = mt_size / 2, k = 1 + round;
+        int rc = k * (a ? size_b : size_a), total = rc * (a ? size_a : size_b);
+        buf_t bs = buf_new(1, t->dt, total), bsh = buf_new(0, t->dt, total), br = buf_new(1, t->dt, rc),
+              brh = buf_new(0, t->dt, rc);
+        simg = malloc(bs.bytes), rimg = malloc(br.bytes);
+        memset(simg, POISON, bs.bytes), memset(rimg, POISON, br.bytes);
+        fill_values(simg, span(t->dt, total), t);
+        mt_put(bs.mem, simg, bs.bytes), mt_put(bsh.mem, simg, bsh.bytes);
+        mt_put(br.mem, rimg, br.bytes), mt_put(brh.mem, rimg, brh.bytes);
+        snprintf(where, sizeof where, "intercommunicator %s recvcount=%d (groups of %d and %d)",
+                 nb ? "MPI_Ireduce_scatter_block" : "MPI_Reduce_scatter_block", rc, size_a, size_b);
+        if (nb) {
+            MT_MPI(MPI_Ireduce_scatter_block(bs.mem, br.mem, rc, t->dt, MPI_SUM, inter, &q));
+            complete(&q, round + 5);
+        } else {
+            MT_MPI(MPI_Reduce_scatter_block(bs.mem, br.mem, rc, t->dt, MPI_SUM, inter));
+        }
+        MT_MPI(MPI_Reduce_scatter_block(bsh.mem, brh.mem, rc, t->dt, MPI_SUM, inter));
+        compare(&br, &brh, t->dt, rc, rimg);
+        same_bytes(&bs, simg, "send buffer");
+        buf_free(&bs), buf_free(&bsh), buf_free(&br), buf_free(&brh);
         free(simg), free(rimg);
     }
     MPI_Comm_free(&inter);
