@@ -562,7 +562,7 @@ section_mpi_memcheck() {
   local progs=("random_test --cases ${DEVICE_MEMCHECK_CASES:-150}" regress_test pingpong_test errors_test
                 wildcard_test finalize_test "halo3d_test 32 3 nonblocking" "coll_test --cases 60"
                 "coll_test --cases 90 --seed 22 --all-device --node yes" "reduce_test --seed 11"
-                "reduce_test --seed 12 --maxc 3000" frag_test)
+                "reduce_test --seed 12 --maxc 3000" frag_test "rma_test --cases 30" unified_test getstatus_test)
   # DEVICE_MEMCHECK_PROGRAMS: a ';'-separated subset (program and arguments) instead.
   [ -n "${DEVICE_MEMCHECK_PROGRAMS:-}" ] && IFS=';' read -r -a progs <<<"$DEVICE_MEMCHECK_PROGRAMS"
   for t in "${progs[@]}"; do
