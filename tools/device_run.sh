@@ -572,7 +572,7 @@ section_mpi_memcheck() {
     case "$t" in reduce_test*--maxc*) extra=(-x GDTE_MPI_REDUCE_NODE_MIN=1) ;; esac
     # frag_test across a forced node boundary: fragmented messages (GDTE_MPI_PIPELINE)
     case "$t" in frag_test*) extra=(-x GDTETEST_NODE_SPLIT=1 -x GDTETEST_NODE_FRAG_SIZE=65536) ;; esac
-    case "$t" in rma_test*) extra=(--mca osc pt2pt) ;; esac
+    case "$t" in rma_test* | unified_test*) extra=(--mca osc pt2pt) ;; esac
     # Open MPI's AVX reduction component computes wrong sums under compute-sanitizer (reduce_test's
     # MPI_Reduce_local on host buffers, gdte not involved): the plain C ops are used instead.
     timeout "${DEVICE_MPI_TIMEOUT:-300}" mpirun -np 2 --oversubscribe --bind-to none -x GDTETEST_MODE=cuda \
