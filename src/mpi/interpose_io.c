@@ -145,7 +145,6 @@ static int io_post(io_ctx_t *c, int rc, const MPI_Status *st)
     return rc;
 }
 
-
 /* ---- nonblocking: the request record holds the mirror ---- */
 static int io_req_finish(gdte_ipo_req_t *r, MPI_Status *st, int rc)
 {
