@@ -77,6 +77,8 @@ __attribute__((constructor)) static void rma_resolve_next(void)
 #define NEXT(name) (rma_next.MPI_##name)
 
 static _Atomic int64_t n_windows, n_ops, n_merges;
+/* Device windows in rma_wins now: MPI_Barrier's merge returns at once while there are none. */
+static _Atomic int live_dev_windows;
 
 int64_t gdte_ipo_rma_counter(const char *name)
 {
@@ -239,6 +241,7 @@ static int rma_merge_call(rma_win_t *w, const char *fn)
  * merging at any time keeps both sides' updates, so it costs time, never correctness. */
 int gdte_ipo_rma_barrier_merge(void)
 {
+    if (live_dev_windows == 0) return MPI_SUCCESS;
     pthread_mutex_lock(&rma_lock);
     unsigned n = 0;
     rma_win_t *w, *tmp, **dev = NULL;
@@ -612,7 +615,10 @@ GDTE_IPO_EXPORT int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI
         return rc;
     }
     w->win = *win;
-    if (w->dev) n_windows++;
+    if (w->dev) {
+        n_windows++;
+        live_dev_windows++;
+    }
     pthread_mutex_lock(&rma_lock);
     HASH_ADD(hh, rma_wins, win, sizeof w->win, w);
     pthread_mutex_unlock(&rma_lock);
@@ -630,6 +636,7 @@ GDTE_IPO_EXPORT int MPI_Win_free(MPI_Win *win)
     pthread_mutex_lock(&rma_lock);
     HASH_DEL(rma_wins, w);
     pthread_mutex_unlock(&rma_lock);
+    if (w->dev) live_dev_windows--;
     w->win = MPI_WIN_NULL; /* errors from here go to MPI_COMM_WORLD's handler */
     int crc = rma_complete(w, -1);
     if (crc != MPI_SUCCESS) PMPI_Comm_call_errhandler(MPI_COMM_WORLD, crc);
@@ -779,6 +786,7 @@ void gdte_ipo_rma_finalize(void)
     HASH_ITER(hh, rma_wins, w, tmp)
     {
         HASH_DEL(rma_wins, w);
+        if (w->dev) live_dev_windows--;
         rma_op_t *op = w->ops;
         while (op) {
             rma_op_t *nx = op->next;
